@@ -1,0 +1,56 @@
+// Command cqlping checks that Cassandra answers CQL: it connects to -addr, reads
+// release_version from system.local, prints it and exits 0; otherwise it prints the
+// error and exits 1. scripts/cassandra.sh uses it as the readiness check.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/gocql/gocql"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9042", "host:port of the native transport")
+	timeout := flag.Duration("timeout", 5*time.Second, "connect and query timeout")
+	flag.Parse()
+	gocql.Logger = log.New(io.Discard, "", 0) // keep the readiness loop quiet
+
+	host, p, err := net.SplitHostPort(*addr)
+	if err != nil {
+		fail(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		fail(err)
+	}
+	c := gocql.NewCluster(host)
+	c.Port = port
+	c.ProtoVersion = 4
+	c.ConnectTimeout = *timeout
+	c.Timeout = *timeout
+	c.NumConns = 1
+	c.DisableInitialHostLookup = true
+	c.Consistency = gocql.One
+	s, err := c.CreateSession()
+	if err != nil {
+		fail(err)
+	}
+	defer s.Close()
+	var v string
+	if err := s.Query("SELECT release_version FROM system.local").Scan(&v); err != nil {
+		fail(err)
+	}
+	fmt.Println(v)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "cqlping:", err)
+	os.Exit(1)
+}

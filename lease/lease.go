@@ -1,0 +1,108 @@
+package lease
+
+import (
+	"fmt"
+	"time"
+)
+
+// RingKey names a ring: one per (region, cluster, service).
+type RingKey struct {
+	Region  string `json:"region"`
+	Cluster string `json:"cluster"`
+	Service string `json:"service"`
+}
+
+func (k RingKey) String() string { return k.Region + "/" + k.Cluster + "/" + k.Service }
+
+// Validate refuses empty names.
+func (k RingKey) Validate() error {
+	if k.Region == "" || k.Cluster == "" || k.Service == "" {
+		return fmt.Errorf("%w: region, cluster and service must all be set (got %q)", ErrBadRequest, k.String())
+	}
+	return nil
+}
+
+// Lease is what a worker holds: its ranges of a ring, usable from ValidFrom for TTL on the
+// worker's own monotonic clock. ValidFrom is the moment the worker sent the demand that the
+// coordinator's element answered, never the moment the element arrived.
+type Lease struct {
+	WorkerID   string
+	Ring       RingKey
+	NodeIndex  int
+	NodeCount  int
+	Epoch      uint64
+	Generation uint64
+	Ranges     Ranges
+	TTL        time.Duration
+	ValidFrom  time.Time
+}
+
+// ExpiresAt is the instant the lease stops being usable on the worker's clock.
+func (l Lease) ExpiresAt() time.Time { return l.ValidFrom.Add(l.TTL) }
+
+// Remaining is how long the lease is still usable at now (zero or negative once expired).
+func (l Lease) Remaining(now time.Time) time.Duration { return l.ExpiresAt().Sub(now) }
+
+// IsNode0 reports whether this lease makes its holder Node-0, the directory compactor.
+func (l Lease) IsNode0() bool { return l.NodeIndex == 0 }
+
+// Timing is the lease timing of product.md. The zero value of each field means its default.
+type Timing struct {
+	// TTL is how long a worker may use a lease element, from the moment it sent the demand. Default 3s.
+	TTL time.Duration
+	// Renewal is how often the coordinator answers outstanding demand with a fresh element. Default 1s.
+	Renewal time.Duration
+	// Drift (ρ) bounds the relative rate error between two clocks. Default 0.001.
+	Drift float64
+	// Margin is added to every coordinator-side expiry. Default 100ms.
+	Margin time.Duration
+}
+
+// Defaults of Timing.
+const (
+	DefaultTTL     = 3 * time.Second
+	DefaultRenewal = time.Second
+	DefaultDrift   = 0.001
+	DefaultMargin  = 100 * time.Millisecond
+)
+
+// WithDefaults fills zero fields with the defaults.
+func (t Timing) WithDefaults() Timing {
+	if t.TTL == 0 {
+		t.TTL = DefaultTTL
+	}
+	if t.Renewal == 0 {
+		t.Renewal = DefaultRenewal
+	}
+	if t.Drift == 0 {
+		t.Drift = DefaultDrift
+	}
+	if t.Margin == 0 {
+		t.Margin = DefaultMargin
+	}
+	return t
+}
+
+// Validate checks that renewals come well inside the TTL.
+func (t Timing) Validate() error {
+	t = t.WithDefaults()
+	switch {
+	case t.TTL < 0 || t.Renewal < 0 || t.Margin < 0 || t.Drift < 0:
+		return fmt.Errorf("lease timing: negative value in %+v", t)
+	case t.Renewal*2 > t.TTL:
+		return fmt.Errorf("lease timing: renewal %v must be at most half the TTL %v", t.Renewal, t.TTL)
+	case t.Drift >= 0.1:
+		return fmt.Errorf("lease timing: drift %v is not a clock rate error", t.Drift)
+	}
+	return nil
+}
+
+// HolderBound is how long after sending an element at sent (coordinator clock) the coordinator must
+// treat that element as possibly in use: TTL×(1+ρ) + margin.
+func (t Timing) HolderBound() time.Duration {
+	t = t.WithDefaults()
+	return time.Duration(float64(t.TTL)*(1+t.Drift)) + t.Margin
+}
+
+// PossiblyAliveUntil is the coordinator-side end of an element sent at sent.
+func (t Timing) PossiblyAliveUntil(sent time.Time) time.Time { return sent.Add(t.HolderBound()) }
