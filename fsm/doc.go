@@ -1,0 +1,28 @@
+// Package fsm is the replicated state of the coordinator cluster: the coordinators and their
+// addresses, and one ring per (region, cluster, service) with its members, their incarnations, join
+// order, node index, current assignment (epoch and ranges) and the holds that older assignments may
+// still have on tokens. It is applied by hashicorp/raft on every coordinator.
+//
+// The state is the safety record of the ring. A token is "held" by a member while any assignment that
+// gave it the token may still be in use by the worker: its current assignment, and every older one
+// that was neither released by the worker nor expired by the leader. Apply refuses an Assign that
+// would give a token, or the Node-0 role, to a member while another member holds it, so exclusivity
+// does not depend on the leader planning correctly.
+//
+// What this package must never do: read a clock, touch the network, or decide that time has passed.
+// Time enters only through commands: the leader, which tracks when it sent each lease, proposes
+// Expire once a hold can no longer be in use.
+//
+// Walk-through of a join, as the leader drives it:
+//
+//	Apply(Join{B})               // B is a member with no ranges yet
+//	Plan(ring) -> [A: first half (epoch 5, A's second half becomes a hold), B: nothing yet (epoch 6)]
+//	Apply(Assign{...})           // committed; leases carrying epochs 5 and 6 may now be sent
+//	Apply(Release{A, epoch 5})   // A stopped using its second half
+//	Plan(ring) -> [B: second half (epoch 7)]
+//	Apply(Assign{...})
+//
+// Every command is idempotent (raft may apply a command whose proposer saw ErrLeadershipLost, and a
+// new leader may propose it again), carries a type byte and a version byte, and a node skips types and
+// versions it does not know.
+package fsm

@@ -1,0 +1,64 @@
+package fsm
+
+import "github.com/retryring/retryring/lease"
+
+// Plan computes the next assignments of a ring from its committed state, or nil when nothing would
+// change. It is pure. The target is the equal split of the ring among the active members in join
+// order, the oldest first; the oldest active member is Node-0. Each member gets its target minus
+// every token another member still holds, so a shrinking member keeps what stays with it at once,
+// and a growing member gets the rest only after the holder released it or its lease expired (a later
+// Plan, after the Release or Expire was applied). Node-0 likewise goes to the oldest member only
+// once nobody else may be acting as Node-0; until then the active members are numbered from 1, the
+// index 0 staying with the member that holds the role.
+func Plan(r *Ring) *Assign {
+	active := r.ActiveMembers()
+	if len(active) == 0 {
+		return nil
+	}
+	first := 0
+	if r.Node0HeldByOthers(active[0].Key()) {
+		first = 1
+	}
+	count := len(active) + first
+	split := lease.Split(len(active))
+	var out []Assignment
+	next := r.LastEpoch
+	for i, m := range active {
+		ranges := lease.Ranges{split[i]}.Subtract(r.HeldByOthers(m.Key()))
+		index := i + first
+		if m.Assigned() && m.NodeIndex == index && m.NodeCount == count && m.Ranges.Equal(ranges) {
+			continue
+		}
+		next++
+		out = append(out, Assignment{
+			WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: next,
+			NodeIndex: index, NodeCount: count, Ranges: ranges,
+		})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &Assign{Ring: r.Key, Assignments: out}
+}
+
+// HoldRef names an assignment of a member that the leader must see end before the tokens it gave
+// can move: an older epoch still held, or the current epoch of a departed member.
+type HoldRef struct {
+	WorkerID    string
+	Incarnation string
+	Epoch       uint64
+}
+
+// PendingHolds lists what blocks the ring from settling and can only end by release or expiry.
+func PendingHolds(r *Ring) []HoldRef {
+	var out []HoldRef
+	for _, m := range r.SortedMembers() {
+		for _, h := range m.Holds {
+			out = append(out, HoldRef{WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: h.Epoch})
+		}
+		if !m.Active && m.Assigned() {
+			out = append(out, HoldRef{WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: m.Epoch})
+		}
+	}
+	return out
+}

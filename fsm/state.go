@@ -1,0 +1,217 @@
+package fsm
+
+import (
+	"sort"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// State is the whole replicated state.
+type State struct {
+	Coordinators map[string]*Coordinator `json:"coordinators"`
+	Rings        map[string]*Ring        `json:"rings"`
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	return &State{Coordinators: map[string]*Coordinator{}, Rings: map[string]*Ring{}}
+}
+
+// Coordinator is one coordinator node's addresses as it registered them.
+type Coordinator struct {
+	ID          string `json:"id"`
+	RaftAddr    string `json:"raft_addr"`
+	RSocketAddr string `json:"rsocket_addr"`
+	HTTPAddr    string `json:"http_addr"`
+}
+
+// Ring is one ring: the workers retrying one service in one region and cluster.
+type Ring struct {
+	Key lease.RingKey `json:"key"`
+	// Generation changes on every membership change.
+	Generation uint64 `json:"generation"`
+	// LastEpoch is the highest epoch assigned in this ring; epochs only grow.
+	LastEpoch uint64 `json:"last_epoch"`
+	// NextSeq orders joins: the oldest active member is the Node-0 candidate.
+	NextSeq uint64             `json:"next_seq"`
+	Members map[string]*Member `json:"members"`
+}
+
+// Member is one incarnation of a worker in a ring.
+type Member struct {
+	WorkerID    string `json:"worker_id"`
+	Incarnation string `json:"incarnation"`
+	JoinSeq     uint64 `json:"join_seq"`
+	// Active is false once the member is down (connection lost, silent) or superseded by a newer
+	// incarnation: it gets no new assignment and stays only while it holds something.
+	Active bool `json:"active"`
+	// Epoch, NodeIndex, NodeCount and Ranges are the current assignment, the one its leases carry.
+	// Epoch 0 means nothing was assigned yet.
+	Epoch     uint64       `json:"epoch"`
+	NodeIndex int          `json:"node_index"`
+	NodeCount int          `json:"node_count"`
+	Ranges    lease.Ranges `json:"ranges"`
+	// Holds are what older assignments gave and the current one does not: still possibly in use.
+	Holds []Hold `json:"holds,omitempty"`
+}
+
+// Hold is the part of an older assignment that the member may still be using.
+type Hold struct {
+	Epoch  uint64       `json:"epoch"`
+	Ranges lease.Ranges `json:"ranges,omitempty"`
+	Node0  bool         `json:"node0,omitempty"`
+}
+
+// MemberKey is the map key of a member: worker id and incarnation.
+func MemberKey(workerID, incarnation string) string { return workerID + "\x00" + incarnation }
+
+// RingID is the map key of a ring.
+func RingID(k lease.RingKey) string { return k.Region + "\x00" + k.Cluster + "\x00" + k.Service }
+
+// Key returns the member's map key.
+func (m *Member) Key() string { return MemberKey(m.WorkerID, m.Incarnation) }
+
+// Assigned reports whether the member has received an assignment.
+func (m *Member) Assigned() bool { return m.Epoch > 0 }
+
+// IsNode0 reports whether the current assignment makes the member Node-0.
+func (m *Member) IsNode0() bool { return m.Assigned() && m.NodeIndex == 0 }
+
+// Held returns every token the member may be using: its current ranges and its holds.
+func (m *Member) Held() lease.Ranges {
+	held := m.Ranges
+	for _, h := range m.Holds {
+		held = held.Union(h.Ranges)
+	}
+	return held
+}
+
+// HoldsNode0 reports whether the member may be acting as Node-0.
+func (m *Member) HoldsNode0() bool {
+	if m.IsNode0() {
+		return true
+	}
+	for _, h := range m.Holds {
+		if h.Node0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Holding reports whether the member may still be using anything.
+func (m *Member) Holding() bool { return !m.Held().Empty() || m.HoldsNode0() }
+
+// Ring returns the ring of k, or nil.
+func (s *State) Ring(k lease.RingKey) *Ring { return s.Rings[RingID(k)] }
+
+// ActiveMembers returns the active members in join order.
+func (r *Ring) ActiveMembers() []*Member {
+	var out []*Member
+	for _, m := range r.Members {
+		if m.Active {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].JoinSeq < out[j].JoinSeq })
+	return out
+}
+
+// SortedMembers returns every member (active or still holding) in join order.
+func (r *Ring) SortedMembers() []*Member {
+	out := make([]*Member, 0, len(r.Members))
+	for _, m := range r.Members {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].JoinSeq != out[j].JoinSeq {
+			return out[i].JoinSeq < out[j].JoinSeq
+		}
+		return out[i].Key() < out[j].Key()
+	})
+	return out
+}
+
+// ActiveByWorker returns the active incarnation of workerID, if any.
+func (r *Ring) ActiveByWorker(workerID string) *Member {
+	for _, m := range r.Members {
+		if m.Active && m.WorkerID == workerID {
+			return m
+		}
+	}
+	return nil
+}
+
+// HeldByOthers returns the tokens held by every member except the one with key except.
+func (r *Ring) HeldByOthers(except string) lease.Ranges {
+	var held lease.Ranges
+	for k, m := range r.Members {
+		if k != except {
+			held = held.Union(m.Held())
+		}
+	}
+	return held
+}
+
+// Node0HeldByOthers reports whether a member other than except may be acting as Node-0.
+func (r *Ring) Node0HeldByOthers(except string) bool {
+	for k, m := range r.Members {
+		if k != except && m.HoldsNode0() {
+			return true
+		}
+	}
+	return false
+}
+
+// Settled reports whether every active member has exactly its equal share, nobody holds anything
+// else and nothing departed is still holding: the state of invariant 1.
+func (r *Ring) Settled() bool {
+	active := r.ActiveMembers()
+	for _, m := range r.Members {
+		if !m.Active || len(m.Holds) > 0 {
+			return false
+		}
+	}
+	if len(active) == 0 {
+		return true
+	}
+	split := lease.Split(len(active))
+	for i, m := range active {
+		if m.NodeIndex != i || !m.Ranges.Equal(lease.Ranges{split[i]}) {
+			return false
+		}
+	}
+	return true
+}
+
+// Clone returns a deep copy of the state.
+func (s *State) Clone() *State {
+	out := NewState()
+	for k, c := range s.Coordinators {
+		cc := *c
+		out.Coordinators[k] = &cc
+	}
+	for k, r := range s.Rings {
+		out.Rings[k] = r.Clone()
+	}
+	return out
+}
+
+// Clone returns a deep copy of the ring.
+func (r *Ring) Clone() *Ring {
+	out := *r
+	out.Members = make(map[string]*Member, len(r.Members))
+	for k, m := range r.Members {
+		mm := *m
+		mm.Ranges = append(lease.Ranges(nil), m.Ranges...)
+		mm.Holds = make([]Hold, len(m.Holds))
+		for i, h := range m.Holds {
+			mm.Holds[i] = Hold{Epoch: h.Epoch, Ranges: append(lease.Ranges(nil), h.Ranges...), Node0: h.Node0}
+		}
+		if len(mm.Holds) == 0 {
+			mm.Holds = nil
+		}
+		out.Members[k] = &mm
+	}
+	return &out
+}
