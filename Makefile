@@ -1,0 +1,64 @@
+# retryring — build, test and run everything from a fresh clone.
+# The two commands a newcomer needs: `make demo` and `make test`.
+
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+GOLANGCI_LINT_VERSION := v2.15.0
+export CASSANDRA_COMMITLOG_SYNC ?= batch
+export CASSANDRA_TOMBSTONE_WARN ?= 100
+# Go test timeout for the whole suite of one package; `make test` must stay under 35 minutes.
+TEST_TIMEOUT ?= 20m
+
+.PHONY: all build test test-unit test-go lint vet fmt demo chaos bench clean \
+        cassandra-fetch cassandra-start cassandra-stop cassandra-status conformance-deps
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/retryring ./cmd/retryring
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+$(BIN)/golangci-lint:
+	GOBIN=$(abspath $(BIN)) GOFLAGS= $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+lint: $(BIN)/golangci-lint
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	$(BIN)/golangci-lint run ./...
+
+# Everything: a real Cassandra (started if not running), the JS conformance client, all Go tests with -race.
+test: build cassandra-start conformance-deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Pure and loopback tests only (no Cassandra); quick feedback while editing.
+test-unit:
+	$(GO) test -race -count=1 ./lease/... ./fsm/... ./window/...
+
+cassandra-fetch:
+	scripts/cassandra.sh fetch
+
+cassandra-start:
+	scripts/cassandra.sh start
+
+cassandra-stop:
+	scripts/cassandra.sh stop
+
+cassandra-status:
+	scripts/cassandra.sh status
+
+conformance-deps:
+	@if [ -f conformance/js/package.json ]; then cd conformance/js && npm ci --no-audit --no-fund --loglevel=error; fi
+
+demo: build cassandra-start
+	@echo "make demo: the end-to-end demo comes with the worker binary (issue 4)."
+	@echo "Meanwhile: bin/retryring coordinator --help"
+
+clean:
+	rm -rf $(BIN)
