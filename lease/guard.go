@@ -32,6 +32,9 @@ type Guard struct {
 
 	mu      sync.RWMutex
 	current *Lease
+	// floor is the newest epoch ever installed: an element older than it is never installed again,
+	// even after Clear (a stale element arriving after a release must not revive the lease).
+	floor uint64
 }
 
 // NewGuard returns a guard on clock that demands margin of lease validity beyond each operation's
@@ -43,14 +46,15 @@ func NewGuard(clock Clock, margin time.Duration) *Guard {
 	return &Guard{clock: clock, margin: margin}
 }
 
-// Set installs a lease. An element of an older epoch than the current one never replaces it.
+// Set installs a lease. An element of an older epoch than any installed before is ignored.
 func (g *Guard) Set(l Lease) {
 	l.Ranges = Normalize(l.Ranges)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.current != nil && l.Epoch < g.current.Epoch {
+	if l.Epoch < g.floor {
 		return
 	}
+	g.floor = l.Epoch
 	g.current = &l
 }
 

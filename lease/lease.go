@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -89,19 +90,23 @@ func (t Timing) Validate() error {
 	switch {
 	case t.TTL < 0 || t.Renewal < 0 || t.Margin < 0 || t.Drift < 0:
 		return fmt.Errorf("lease timing: negative value in %+v", t)
-	case t.Renewal*2 > t.TTL:
+	case t.Renewal > t.TTL/2: // not Renewal*2 > TTL: that product can overflow and pass
 		return fmt.Errorf("lease timing: renewal %v must be at most half the TTL %v", t.Renewal, t.TTL)
-	case t.Drift >= 0.1:
+	case !(t.Drift < 0.1): // written so that NaN is refused too
 		return fmt.Errorf("lease timing: drift %v is not a clock rate error", t.Drift)
+	case float64(t.TTL)*(1+t.Drift)+float64(t.Margin) >= math.MaxInt64:
+		return fmt.Errorf("lease timing: TTL %v and margin %v overflow the holder bound", t.TTL, t.Margin)
 	}
 	return nil
 }
 
 // HolderBound is how long after sending an element at sent (coordinator clock) the coordinator must
-// treat that element as possibly in use: TTL×(1+ρ) + margin.
+// treat that element as possibly in use: TTL×(1+ρ) + margin. The drift term is rounded up to the
+// next nanosecond: float64(TTL)×(1+ρ) truncated would come out a nanosecond short of the contract
+// (3s×1.001 is 3.0029999999999995e9 in binary floating point), and a short bound is the unsafe side.
 func (t Timing) HolderBound() time.Duration {
 	t = t.WithDefaults()
-	return time.Duration(float64(t.TTL)*(1+t.Drift)) + t.Margin
+	return t.TTL + time.Duration(math.Ceil(float64(t.TTL)*t.Drift)) + t.Margin
 }
 
 // PossiblyAliveUntil is the coordinator-side end of an element sent at sent.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -107,11 +108,11 @@ func DecodeRanges(ws []WireRange) (Ranges, error) {
 	for i, w := range ws {
 		s, err := strconv.ParseInt(w.Start, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: range %d start %q: %v", ErrBadRequest, i, w.Start, err)
+			return nil, fmt.Errorf("%w: range %d start %q: %w", ErrBadRequest, i, w.Start, err)
 		}
 		e, err := strconv.ParseInt(w.End, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("%w: range %d end %q: %v", ErrBadRequest, i, w.End, err)
+			return nil, fmt.Errorf("%w: range %d end %q: %w", ErrBadRequest, i, w.End, err)
 		}
 		if s > e {
 			return nil, fmt.Errorf("%w: range %d start %d > end %d", ErrBadRequest, i, s, e)
@@ -137,7 +138,12 @@ func (w WireLease) Decode(demandSent time.Time) (Lease, error) {
 	if err != nil {
 		return Lease{}, err
 	}
-	if w.TTLMs <= 0 {
+	// The upper bound keeps TTLMs×1ms inside a time.Duration: past it the product wraps around and a
+	// nonsense TTL would become a plausible one.
+	if w.NodeCount < 0 || w.NodeIndex < 0 || (w.NodeCount > 0 && w.NodeIndex >= w.NodeCount) {
+		return Lease{}, fmt.Errorf("%w: node_index %d outside node_count %d", ErrBadRequest, w.NodeIndex, w.NodeCount)
+	}
+	if w.TTLMs <= 0 || w.TTLMs > math.MaxInt64/int64(time.Millisecond) {
 		return Lease{}, fmt.Errorf("%w: ttl_ms %d", ErrBadRequest, w.TTLMs)
 	}
 	return Lease{
@@ -186,12 +192,25 @@ var (
 	ErrInternal = errors.New("internal")
 )
 
-var codeErrors = map[string]error{
-	CodeNotLeader: ErrNotLeader, CodeNoLeader: ErrNoLeader, CodeBadRequest: ErrBadRequest,
-	CodeUnknownRoute: ErrUnknownRoute, CodeBadSetup: ErrBadSetup, CodeDuplicate: ErrDuplicate,
-	CodeUnavailable: ErrUnavailable, CodeUnknownWorker: ErrUnknownWorker,
-	CodeUnauthorized: ErrUnauthorized, CodeInternal: ErrInternal,
+// catalog lists the codes in the order ToWire tries them. It is a slice, not a map, so that an error
+// wrapping two sentinels (errors.Join) always gets the same code.
+var catalog = []struct {
+	code     string
+	sentinel error
+}{
+	{CodeNotLeader, ErrNotLeader}, {CodeNoLeader, ErrNoLeader}, {CodeBadRequest, ErrBadRequest},
+	{CodeUnknownRoute, ErrUnknownRoute}, {CodeBadSetup, ErrBadSetup}, {CodeDuplicate, ErrDuplicate},
+	{CodeUnavailable, ErrUnavailable}, {CodeUnknownWorker, ErrUnknownWorker},
+	{CodeUnauthorized, ErrUnauthorized}, {CodeInternal, ErrInternal},
 }
+
+var codeErrors = func() map[string]error {
+	m := make(map[string]error, len(catalog))
+	for _, c := range catalog {
+		m[c.code] = c.sentinel
+	}
+	return m
+}()
 
 // WireError is the JSON body of an error.
 type WireError struct {
@@ -220,15 +239,16 @@ func (e *WireError) Unwrap() error {
 	return ErrInternal
 }
 
-// ToWire maps an error to its wire body: the first sentinel it wraps decides the code.
+// ToWire maps an error to its wire body: a *WireError in its chain is sent as it is; otherwise the
+// first sentinel of the catalog (in the order of the Code constants) that it wraps decides the code.
 func ToWire(err error) WireError {
 	var we *WireError
 	if errors.As(err, &we) {
 		return *we
 	}
-	for code, sentinel := range codeErrors {
-		if errors.Is(err, sentinel) {
-			return WireError{Code: code, Message: err.Error()}
+	for _, c := range catalog {
+		if errors.Is(err, c.sentinel) {
+			return WireError{Code: c.code, Message: err.Error()}
 		}
 	}
 	return WireError{Code: CodeInternal, Message: err.Error()}

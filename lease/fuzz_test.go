@@ -1,0 +1,113 @@
+package lease_test
+
+import (
+	"encoding/json"
+	"errors"
+	"math/big"
+	"slices"
+	"testing"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// FuzzDecodeRanges feeds one wire range (and a fixed second one, so that merging is exercised) to
+// DecodeRanges and compares it with math/big's reading of the same decimal text: DecodeRanges must
+// accept exactly the bounds that are int64 decimals with start <= end, refuse the rest with
+// ErrBadRequest, and return the normalized set of the tokens named, which survives a re-encode.
+// `go test` runs the seeds; `go test -fuzz=FuzzDecodeRanges ./lease/` searches further.
+func FuzzDecodeRanges(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"-9223372036854775808", "9223372036854775807"},
+		{"-9223372036854775808", "-9223372036854775808"},
+		{"9223372036854775807", "9223372036854775807"},
+		{"0", "0"}, {"-1", "0"}, {"10", "19"}, {"21", "30"}, {"5", "4"},
+		{"9223372036854775808", "0"}, {"", ""}, {"abc", "1"}, {"+7", "007"}, {"1e3", "2"}, {" 1", "2"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	const fixed = 20
+	f.Fuzz(func(t *testing.T, start, end string) {
+		in := []lease.WireRange{{Start: start, End: end}, {Start: "20", End: "20"}}
+		rs, err := lease.DecodeRanges(in)
+		s, sOK := decimalToken(start)
+		e, eOK := decimalToken(end)
+		if wantOK := sOK && eOK && s <= e; (err == nil) != wantOK {
+			t.Fatalf("DecodeRanges(%q, %q) = %v, %v; the model says accept=%v", start, end, rs, err, wantOK)
+		}
+		if err != nil {
+			if !errors.Is(err, lease.ErrBadRequest) {
+				t.Fatalf("DecodeRanges(%q, %q) refused with %v, want ErrBadRequest", start, end, err)
+			}
+			return
+		}
+		want := lease.Normalize([]lease.Range{{Start: s, End: e}, {Start: fixed, End: fixed}})
+		if !slices.Equal(rs, want) {
+			t.Fatalf("DecodeRanges(%q, %q) = %v, want %v", start, end, rs, want)
+		}
+		again, err := lease.DecodeRanges(lease.EncodeRanges(rs))
+		if err != nil || !again.Equal(rs) {
+			t.Fatalf("re-encoding %v gives %v, %v", rs, again, err)
+		}
+	})
+}
+
+// decimalToken is the model's reading of a wire token: a base-10 integer, optionally signed, that
+// fits in an int64.
+func decimalToken(s string) (int64, bool) {
+	n, ok := new(big.Int).SetString(s, 10)
+	if !ok || !n.IsInt64() {
+		return 0, false
+	}
+	return n.Int64(), true
+}
+
+// FuzzFromWire: any bytes from the network give an error that errors.Is matches to exactly one
+// sentinel of the catalog (ErrInternal when the bytes are not a WireError), without panicking,
+// and an error that maps back to the same wire code.
+func FuzzFromWire(f *testing.F) {
+	for _, code := range []string{
+		lease.CodeNotLeader, lease.CodeNoLeader, lease.CodeBadRequest, lease.CodeUnknownRoute,
+		lease.CodeBadSetup, lease.CodeDuplicate, lease.CodeUnavailable, lease.CodeUnknownWorker,
+		lease.CodeUnauthorized, lease.CodeInternal, "made_up",
+	} {
+		data, _ := json.Marshal(lease.WireError{Code: code, Message: "m"})
+		f.Add(data)
+	}
+	f.Add([]byte(`{"error":"not_leader","leader_id":"c2","leader_rsocket_addr":"127.0.0.1:7001"}`))
+	for _, g := range garbage {
+		if len(g) < 1000 {
+			f.Add([]byte(g))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := lease.FromWire(data)
+		if err == nil {
+			t.Fatalf("FromWire(%q) = nil", data)
+		}
+		matched := 0
+		var which error
+		for _, s := range codeSentinels {
+			if errors.Is(err, s) {
+				matched++
+				which = s
+			}
+		}
+		if matched != 1 {
+			t.Fatalf("FromWire(%q) = %v matches %d sentinels, want exactly one", data, err, matched)
+		}
+		if we := (*lease.WireError)(nil); errors.As(err, &we) && we.Code == "" {
+			t.Fatalf("FromWire(%q) = %#v: a WireError without a code", data, we)
+		}
+		if err.Error() == "" {
+			t.Fatalf("FromWire(%q) gave an error without a message", data)
+		}
+		we := lease.ToWire(err)
+		back, known := codeSentinels[we.Code]
+		if !known {
+			back = lease.ErrInternal // an unknown code reads as internal on the way back too
+		}
+		if !errors.Is(back, which) {
+			t.Fatalf("FromWire(%q) = %v maps back to code %q", data, err, we.Code)
+		}
+	})
+}
