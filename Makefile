@@ -11,7 +11,7 @@ export CASSANDRA_TOMBSTONE_WARN ?= 100
 TEST_TIMEOUT ?= 20m
 
 .PHONY: all build test test-unit test-go lint vet fmt demo chaos bench clean \
-        cassandra-fetch cassandra-start cassandra-stop cassandra-status conformance-deps
+        cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps
 
 all: build
 
@@ -52,6 +52,15 @@ cassandra-stop:
 
 cassandra-status:
 	scripts/cassandra.sh status
+
+cassandra-drain:
+	scripts/cassandra.sh drain
+
+cassandra-kill:
+	scripts/cassandra.sh kill
+
+cassandra-logs:
+	scripts/cassandra.sh logs
 
 conformance-deps:
 	@if [ -f conformance/js/package.json ]; then cd conformance/js && npm ci --no-audit --no-fund --loglevel=error; fi

@@ -1,0 +1,517 @@
+#!/usr/bin/env bash
+# Runs the project's real single-node Apache Cassandra 5.0.x without Docker: the jars come from
+# Maven Central (tools/cassandra/pom.xml) and the JVM is started here, on 127.0.0.1.
+# See docs/cassandra.md.
+#
+# Usage: scripts/cassandra.sh fetch|start|stop|status|wait|drain|kill|logs [-f] [system|tombstones|stdout]|nodetool ARGS...
+#
+# Environment (defaults in brackets):
+#   CASSANDRA_HOME_DIR         [<repo>/.cassandra]  lib/ data/ conf/ log/ cassandra.pid live here
+#   CASSANDRA_LIB_DIR          [$CASSANDRA_HOME_DIR/lib]
+#   CASSANDRA_VERSION          [the pom's cassandra.version]
+#   CASSANDRA_LISTEN_ADDRESS   [127.0.0.1]
+#   CASSANDRA_PORT             [9042]  native (CQL) port
+#   CASSANDRA_STORAGE_PORT     [7000]  inter-node port
+#   CASSANDRA_JMX_PORT         [7199]  local JMX (nodetool)
+#   CASSANDRA_CLUSTER_NAME     [retryring]
+#   CASSANDRA_COMMITLOG_SYNC   [periodic]  periodic | batch (an acknowledged write is fsynced) | group
+#   CASSANDRA_TOMBSTONE_WARN   [1000]
+#   CASSANDRA_TOMBSTONE_FAIL   [100000]
+#   CASSANDRA_HEAP             [1G]
+#   CASSANDRA_START_TIMEOUT    [180]  seconds that start/wait allow for CQL to answer
+#   CASSANDRA_STOP_TIMEOUT     [90]   seconds that stop allows before kill -9
+#   JAVA                       [$JAVA_HOME/bin/java, else java on PATH]  JDK 11 or 17
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+POM="$REPO_ROOT/tools/cassandra/pom.xml"
+
+HOME_DIR="${CASSANDRA_HOME_DIR:-$REPO_ROOT/.cassandra}"
+mkdir -p "$HOME_DIR"
+HOME_DIR="$(cd "$HOME_DIR" && pwd)"
+LIB_DIR="${CASSANDRA_LIB_DIR:-$HOME_DIR/lib}"
+DATA_DIR="$HOME_DIR/data"
+CONF_DIR="$HOME_DIR/conf"
+LOG_DIR="$HOME_DIR/log"
+BIN_DIR="$HOME_DIR/bin"
+PID_FILE="$HOME_DIR/cassandra.pid"
+LOCK_FILE="$HOME_DIR/.lock"
+MARKER="$LIB_DIR/.complete"
+
+LISTEN="${CASSANDRA_LISTEN_ADDRESS:-127.0.0.1}"
+PORT="${CASSANDRA_PORT:-9042}"
+STORAGE_PORT="${CASSANDRA_STORAGE_PORT:-7000}"
+JMX_PORT="${CASSANDRA_JMX_PORT:-7199}"
+CLUSTER_NAME="${CASSANDRA_CLUSTER_NAME:-retryring}"
+COMMITLOG_SYNC="${CASSANDRA_COMMITLOG_SYNC:-periodic}"
+TOMBSTONE_WARN="${CASSANDRA_TOMBSTONE_WARN:-1000}"
+TOMBSTONE_FAIL="${CASSANDRA_TOMBSTONE_FAIL:-100000}"
+HEAP="${CASSANDRA_HEAP:-1G}"
+START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-180}"
+STOP_TIMEOUT="${CASSANDRA_STOP_TIMEOUT:-90}"
+ADDR="$LISTEN:$PORT"
+
+log() { echo "cassandra.sh: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# with_lock runs "$@" holding the home dir lock, so that two `make cassandra-start` at once
+# cannot launch two JVMs.
+with_lock() {
+  exec 9>"$LOCK_FILE"
+  flock -w $((START_TIMEOUT + 60)) 9 || die "another cassandra.sh holds $LOCK_FILE"
+  "$@"
+}
+
+pom_version() {
+  sed -n 's:.*<cassandra.version>\(.*\)</cassandra.version>.*:\1:p' "$POM" | head -n1
+}
+wanted_version() { echo "${CASSANDRA_VERSION:-$(pom_version)}"; }
+
+# ---------------------------------------------------------------- fetch
+
+lib_complete() {
+  [[ -f "$MARKER" ]] && [[ "$(cat "$MARKER")" == "cassandra-all $(wanted_version)" ]]
+}
+
+cmd_fetch() {
+  local v; v="$(wanted_version)"
+  if lib_complete; then
+    log "lib dir complete: $LIB_DIR (cassandra-all $v, $(ls "$LIB_DIR"/*.jar | wc -l) jars)"
+    return 0
+  fi
+  command -v mvn >/dev/null || die "mvn not found: install Maven (it fetches the jars from Maven Central)"
+  # A lib dir of another version (or a half copy of one) must not stay on the classpath.
+  if [[ -d "$LIB_DIR" ]] && ls "$LIB_DIR"/cassandra-all-*.jar >/dev/null 2>&1 \
+     && ! [[ -f "$LIB_DIR/cassandra-all-$v.jar" ]]; then
+    running && die "Cassandra is running on the jars in $LIB_DIR: stop it before switching to $v"
+    log "removing jars of another Cassandra version from $LIB_DIR"
+    rm -f "$LIB_DIR"/*.jar "$MARKER"
+  fi
+  mkdir -p "$LIB_DIR"
+  log "fetching cassandra-all $v and its runtime dependencies from Maven Central into $LIB_DIR"
+  local t0; t0="$(now)"
+  # Maven 3.8 prints colour codes even with -B -q; strip them (pipefail keeps mvn's status).
+  mvn -B -q -f "$POM" -Dcassandra.version="$v" dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$LIB_DIR" 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >&2 \
+    || die "mvn failed to fetch cassandra-all $v (see the output above)"
+  [[ -f "$LIB_DIR/cassandra-all-$v.jar" ]] || die "cassandra-all-$v.jar missing in $LIB_DIR after mvn"
+  ls "$LIB_DIR"/jamm-*.jar >/dev/null 2>&1 || die "jamm jar missing in $LIB_DIR after mvn"
+  echo "cassandra-all $v" >"$MARKER"
+  log "fetched $(ls "$LIB_DIR"/*.jar | wc -l) jars in $(since "$t0") s"
+}
+
+# ---------------------------------------------------------------- process helpers
+
+pid_of() {
+  [[ -f "$PID_FILE" ]] || return 1
+  local pid; pid="$(cat "$PID_FILE" 2>/dev/null || true)"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  # Ours only: a CassandraDaemon whose command line names this home dir.
+  local cmdline
+  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ "$cmdline" == *CassandraDaemon* && "$cmdline" == *"-Dcassandra.storagedir=$DATA_DIR "* ]] || return 1
+  echo "$pid"
+}
+
+running() { pid_of >/dev/null; }
+
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+cqlping_bin() {
+  local bin="$BIN_DIR/cqlping" src="$REPO_ROOT/internal/cassandratest/cmd/cqlping"
+  if [[ ! -x "$bin" || -n "$(find "$src" -newer "$bin" -name '*.go' 2>/dev/null)" ]]; then
+    mkdir -p "$BIN_DIR"
+    (cd "$REPO_ROOT" && go build -o "$bin" ./internal/cassandratest/cmd/cqlping) >&2 || return 1
+  fi
+  echo "$bin"
+}
+
+# ping succeeds when a CQL session reads system.local; it prints release_version.
+ping() {
+  local bin
+  if bin="$(cqlping_bin 2>/dev/null)"; then
+    "$bin" -addr "$ADDR" -timeout "${1:-5s}" 2>/dev/null
+  else
+    # No Go toolchain (or the build failed): an open native port is the best we can check.
+    port_open "$LISTEN" "$PORT" && echo "unknown (port $PORT open; cqlping unavailable)"
+  fi
+}
+
+show_failure_context() {
+  log "last lines of $LOG_DIR/stdout.log:"
+  tail -n 30 "$LOG_DIR/stdout.log" >&2 2>/dev/null || true
+  log "last ERROR/WARN lines of $LOG_DIR/system.log:"
+  grep -E "^(ERROR|WARN)" "$LOG_DIR/system.log" 2>/dev/null | tail -n 15 >&2 || true
+}
+
+# wait_ready waits until CQL answers, failing early when the JVM dies.
+wait_ready() {
+  local t0="$1" deadline v
+  deadline=$(( $(date +%s) + START_TIMEOUT ))
+  while :; do
+    if ! running; then
+      show_failure_context
+      die "Cassandra exited during start (see $LOG_DIR)"
+    fi
+    if port_open "$LISTEN" "$PORT" && v="$(ping 5s)"; then
+      echo "Cassandra $v ready on $ADDR after $(since "$t0") s (pid $(pid_of), commitlog_sync $(grep -m1 '^commitlog_sync:' "$CONF_DIR/cassandra.yaml" | awk '{print $2}'), tombstone_warn_threshold $(grep -m1 '^tombstone_warn_threshold:' "$CONF_DIR/cassandra.yaml" | awk '{print $2}'))"
+      return 0
+    fi
+    if (( $(date +%s) >= deadline )); then
+      show_failure_context
+      die "Cassandra did not answer CQL on $ADDR within $START_TIMEOUT s (raise CASSANDRA_START_TIMEOUT?)"
+    fi
+    sleep 1
+  done
+}
+
+# ---------------------------------------------------------------- config
+
+java_bin() {
+  if [[ -n "${JAVA:-}" ]]; then echo "$JAVA"
+  elif [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/java" ]]; then echo "$JAVA_HOME/bin/java"
+  else command -v java || die "java not found: install JDK 17"
+  fi
+}
+
+check_java() {
+  local j="$1" v
+  v="$("$j" -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
+  case "$v" in
+    11|11.*|17|17.*) ;;
+    *) die "$j is Java $v; Cassandra 5.0 runs on JDK 11 or 17 (JDK 24+ refuses System.setSecurityManager). Set JAVA or JAVA_HOME." ;;
+  esac
+}
+
+write_yaml() {
+  local out="$1" sync_lines
+  case "$COMMITLOG_SYNC" in
+    # 5.0 has no commitlog_sync_batch_window_in_ms (4.x deprecated it; 5.0 refuses it as unknown).
+    batch) sync_lines="commitlog_sync: batch" ;;
+    group) sync_lines=$'commitlog_sync: group\ncommitlog_sync_group_window: '"${CASSANDRA_COMMITLOG_GROUP_WINDOW:-10ms}" ;;
+    periodic) sync_lines=$'commitlog_sync: periodic\ncommitlog_sync_period: '"${CASSANDRA_COMMITLOG_SYNC_PERIOD:-10000ms}" ;;
+    *) die "CASSANDRA_COMMITLOG_SYNC must be periodic, batch or group (got '$COMMITLOG_SYNC')" ;;
+  esac
+  cat >"$out" <<EOF
+# Written by scripts/cassandra.sh on every start; edits are lost. See docs/cassandra.md.
+cluster_name: '$CLUSTER_NAME'
+num_tokens: 1
+initial_token: 0
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: SimpleSnitch
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "$LISTEN:$STORAGE_PORT"
+listen_address: $LISTEN
+rpc_address: $LISTEN
+storage_port: $STORAGE_PORT
+start_native_transport: true
+native_transport_port: $PORT
+data_file_directories:
+  - $DATA_DIR/data
+commitlog_directory: $DATA_DIR/commitlog
+hints_directory: $DATA_DIR/hints
+saved_caches_directory: $DATA_DIR/saved_caches
+cdc_raw_directory: $DATA_DIR/cdc_raw
+$sync_lines
+auto_snapshot: false
+concurrent_compactors: 1
+hinted_handoff_enabled: false
+tombstone_warn_threshold: $TOMBSTONE_WARN
+tombstone_failure_threshold: $TOMBSTONE_FAIL
+EOF
+}
+
+write_logback() {
+  cat >"$1" <<EOF
+<!-- Written by scripts/cassandra.sh on every start. system.log: INFO and above.
+     tombstones.log: only the WARN lines of org.apache.cassandra.db.ReadCommand, i.e.
+     "Read N live rows and M tombstone cells for query ... (see tombstone_warn_threshold)"
+     and "Scanned over N tombstones ... (see tombstone_failure_threshold)". -->
+<configuration scan="false">
+  <appender name="SYSTEMLOG" class="ch.qos.logback.core.rolling.RollingFileAppender">
+    <file>$LOG_DIR/system.log</file>
+    <rollingPolicy class="ch.qos.logback.core.rolling.FixedWindowRollingPolicy">
+      <fileNamePattern>$LOG_DIR/system.log.%i</fileNamePattern>
+      <minIndex>1</minIndex>
+      <maxIndex>3</maxIndex>
+    </rollingPolicy>
+    <triggeringPolicy class="ch.qos.logback.core.rolling.SizeBasedTriggeringPolicy">
+      <maxFileSize>50MB</maxFileSize>
+    </triggeringPolicy>
+    <encoder>
+      <pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern>
+    </encoder>
+  </appender>
+  <appender name="TOMBSTONES" class="ch.qos.logback.core.FileAppender">
+    <file>$LOG_DIR/tombstones.log</file>
+    <filter class="ch.qos.logback.classic.filter.ThresholdFilter">
+      <level>WARN</level>
+    </filter>
+    <encoder>
+      <pattern>%-5level [%thread] %date{ISO8601} %logger - %msg%n</pattern>
+    </encoder>
+  </appender>
+  <logger name="org.apache.cassandra.db.ReadCommand" level="INFO">
+    <appender-ref ref="TOMBSTONES"/>
+  </logger>
+  <root level="INFO">
+    <appender-ref ref="SYSTEMLOG"/>
+  </root>
+</configuration>
+EOF
+}
+
+# JDK 17 module access for the server and nodetool alike: the list of Cassandra 5.0's
+# conf/jvm17-server.options (plus java.nio). Without it the JVM stops at once with
+# "FATAL: Cassandra is unable to access required classes" (IllegalAccessException on
+# sun.nio.ch.DirectBuffer.cleaner).
+JPMS_FLAGS=(
+    --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
+    --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
+    --add-exports java.rmi/sun.rmi.registry=ALL-UNNAMED
+    --add-exports java.rmi/sun.rmi.server=ALL-UNNAMED
+    --add-exports java.sql/java.sql=ALL-UNNAMED
+    --add-exports java.base/java.lang.ref=ALL-UNNAMED
+    --add-exports jdk.unsupported/sun.misc=ALL-UNNAMED
+    --add-exports jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
+    --add-exports jdk.attach/sun.tools.attach=ALL-UNNAMED
+    --add-opens java.base/java.lang.module=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.loader=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.reflect=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.math=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.module=ALL-UNNAMED
+    --add-opens java.base/jdk.internal.util.jar=ALL-UNNAMED
+    --add-opens jdk.management/com.sun.management.internal=ALL-UNNAMED
+    --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+    --add-opens java.base/java.io=ALL-UNNAMED
+    --add-opens java.base/java.nio=ALL-UNNAMED
+    --add-opens java.base/java.lang.reflect=ALL-UNNAMED
+    --add-opens jdk.compiler/com.sun.tools.javac=ALL-UNNAMED
+    --add-opens java.base/java.lang=ALL-UNNAMED
+    --add-opens java.base/java.util=ALL-UNNAMED
+)
+
+jvm_args() {
+  local jamm
+  jamm="$(ls "$LIB_DIR"/jamm-*.jar | head -n1)"
+  JVM_ARGS=(
+    -Xms"$HEAP" -Xmx"$HEAP" -Xss256k
+    -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 -XX:MaxGCPauseMillis=300
+    -XX:+UseThreadPriorities -XX:+PerfDisableSharedMem
+    -XX:+HeapDumpOnOutOfMemoryError -XX:+ExitOnOutOfMemoryError -XX:HeapDumpPath="$LOG_DIR" -XX:ErrorFile="$LOG_DIR/hs_err_%p.log"
+    -ea -da:net.openhft...
+    -Djava.net.preferIPv4Stack=true
+    -Djdk.attach.allowAttachSelf=true
+    -javaagent:"$jamm"
+    "${JPMS_FLAGS[@]}"
+    -Dio.netty.tryReflectionSetAccessible=true
+    -Dio.netty.allocator.useCacheForAllThreads=true
+    -Dio.netty.allocator.maxOrder=11
+    -Dcassandra.config="file://$CONF_DIR/cassandra.yaml"
+    -Dcassandra-foreground=yes
+    -Dcassandra.storagedir="$DATA_DIR"
+    -Dcassandra.logdir="$LOG_DIR"
+    -Dcassandra.triggers_dir="$CONF_DIR/triggers"
+    -Dcassandra.skip_wait_for_gossip_to_settle=0
+    -Dcassandra.superuser_setup_delay_ms=0
+    -Dcassandra.shutdown_announce_in_ms=0 # single node: nobody to tell; saves 2 s per stop
+    -Dcassandra.jmx.local.port="$JMX_PORT"
+    -Dlogback.configurationFile="file://$CONF_DIR/logback.xml"
+  )
+}
+
+# ---------------------------------------------------------------- commands
+
+check_settings() {
+  local n
+  for n in PORT STORAGE_PORT JMX_PORT TOMBSTONE_WARN TOMBSTONE_FAIL START_TIMEOUT STOP_TIMEOUT; do
+    [[ "${!n}" =~ ^[0-9]+$ ]] || die "CASSANDRA_$n must be a number (got '${!n}')"
+  done
+  [[ "$HEAP" =~ ^[0-9]+[kKmMgG]$ ]] || die "CASSANDRA_HEAP must look like 1G or 512M (got '$HEAP')"
+}
+
+do_start() {
+  check_settings
+  mkdir -p "$DATA_DIR" "$CONF_DIR/triggers" "$LOG_DIR"
+  local yaml_new="$CONF_DIR/cassandra.yaml.new"
+  write_yaml "$yaml_new"
+  lib_complete || cmd_fetch
+
+  if running; then
+    # start never restarts a running node (other test runs may be using it); it says so loudly.
+    if ! cmp -s "$yaml_new" "$CONF_DIR/cassandra.yaml"; then
+      log "WARNING: Cassandra (pid $(pid_of)) runs with other settings than asked for (< running, > asked):"
+      diff "$CONF_DIR/cassandra.yaml" "$yaml_new" >&2 || true
+      log "WARNING: keeping the running node; 'scripts/cassandra.sh stop' then 'start' applies the new settings"
+    fi
+    rm -f "$yaml_new"
+    if v="$(ping 5s)"; then
+      echo "Cassandra $v already running on $ADDR (pid $(pid_of))"
+      return 0
+    fi
+    log "Cassandra (pid $(pid_of)) is running but not answering yet; waiting"
+    wait_ready "$(now)"
+    return 0
+  fi
+  rm -f "$PID_FILE"
+  if port_open "$LISTEN" "$PORT"; then
+    rm -f "$yaml_new"
+    die "port $ADDR is already taken by another process (not the Cassandra of $HOME_DIR); set CASSANDRA_PORT"
+  fi
+
+  local java; java="$(java_bin)"; check_java "$java"
+  mv "$yaml_new" "$CONF_DIR/cassandra.yaml"
+  write_logback "$CONF_DIR/logback.xml"
+  jvm_args
+  # Build the readiness checker before the JVM competes for the 2 cores.
+  cqlping_bin >/dev/null || log "warning: cannot build cqlping; readiness falls back to an open port"
+
+  local t0; t0="$(now)"
+  echo "=== $(date -Is) start (commitlog_sync $COMMITLOG_SYNC, tombstone_warn_threshold $TOMBSTONE_WARN)" >>"$LOG_DIR/stdout.log"
+  # setsid: the JVM outlives the make/shell that started it.
+  setsid "$java" "${JVM_ARGS[@]}" -cp "$LIB_DIR/*" org.apache.cassandra.service.CassandraDaemon \
+    </dev/null >>"$LOG_DIR/stdout.log" 2>&1 9>&- &
+  echo $! >"$PID_FILE"
+  log "started pid $! (home $HOME_DIR, log $LOG_DIR/system.log); waiting for CQL on $ADDR"
+  wait_ready "$t0"
+}
+
+cmd_start() { with_lock do_start; }
+
+do_stop() {
+  local pid
+  if ! pid="$(pid_of)"; then
+    rm -f "$PID_FILE"
+    echo "Cassandra not running ($HOME_DIR)"
+    return 0
+  fi
+  local t0; t0="$(now)"
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$(( $(date +%s) + STOP_TIMEOUT ))
+  while kill -0 "$pid" 2>/dev/null; do
+    if (( $(date +%s) >= deadline )); then
+      log "pid $pid still alive after $STOP_TIMEOUT s; kill -9"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    sleep 0.5
+  done
+  rm -f "$PID_FILE"
+  echo "Cassandra stopped (pid $pid, $(since "$t0") s)"
+}
+
+cmd_stop() { with_lock do_stop; }
+
+do_kill() {
+  local pid
+  if ! pid="$(pid_of)"; then
+    rm -f "$PID_FILE"
+    echo "Cassandra not running ($HOME_DIR)"
+    return 0
+  fi
+  kill -KILL "$pid" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+  rm -f "$PID_FILE"
+  echo "Cassandra killed with SIGKILL (pid $pid)"
+}
+
+cmd_kill() { with_lock do_kill; }
+
+nodetool() {
+  local java; java="$(java_bin)"
+  # user.home: nodetool keeps its history in ~/.cassandra; keep it in the home dir instead.
+  "$java" -Xmx256m -Xss256k -Djava.net.preferIPv4Stack=true "${JPMS_FLAGS[@]}" \
+    -Duser.home="$HOME_DIR" \
+    -Dlogback.configurationFile="file://$CONF_DIR/logback-tools.xml" \
+    -cp "$LIB_DIR/*" org.apache.cassandra.tools.NodeTool -h 127.0.0.1 -p "$JMX_PORT" "$@"
+}
+
+cmd_nodetool() {
+  lib_complete || die "lib dir incomplete: run 'scripts/cassandra.sh fetch'"
+  mkdir -p "$CONF_DIR"
+  cat >"$CONF_DIR/logback-tools.xml" <<'EOF'
+<configuration scan="false">
+  <appender name="STDERR" class="ch.qos.logback.core.ConsoleAppender">
+    <target>System.err</target>
+    <encoder><pattern>%-5level %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="STDERR"/></root>
+</configuration>
+EOF
+  nodetool "$@"
+}
+
+do_drain() {
+  local pid
+  if ! pid="$(pid_of)"; then
+    echo "Cassandra not running ($HOME_DIR)"
+    return 0
+  fi
+  local t0; t0="$(now)"
+  cmd_nodetool drain || die "nodetool drain failed (JMX on 127.0.0.1:$JMX_PORT); use 'stop' or 'kill'"
+  echo "nodetool drain done in $(since "$t0") s"
+  do_stop
+}
+
+cmd_drain() { with_lock do_drain; }
+
+cmd_wait() {
+  running || die "Cassandra not running ($HOME_DIR): run 'scripts/cassandra.sh start'"
+  wait_ready "$(now)"
+}
+
+cmd_status() {
+  local pid v
+  if ! pid="$(pid_of)"; then
+    echo "Cassandra not running ($HOME_DIR)"
+    return 3
+  fi
+  if v="$(ping 5s)"; then
+    echo "Cassandra $v running on $ADDR (pid $pid, home $HOME_DIR, $(grep -m1 '^commitlog_sync:' "$CONF_DIR/cassandra.yaml"), $(grep -m1 '^tombstone_warn_threshold:' "$CONF_DIR/cassandra.yaml"))"
+    return 0
+  fi
+  echo "Cassandra running (pid $pid) but not answering CQL on $ADDR"
+  return 1
+}
+
+cmd_logs() {
+  local follow=() which=system
+  for a in "$@"; do
+    case "$a" in
+      -f) follow=(-f) ;;
+      system|tombstones|stdout) which="$a" ;;
+      *) die "usage: logs [-f] [system|tombstones|stdout]" ;;
+    esac
+  done
+  local f="$LOG_DIR/$which.log"
+  [[ -f "$f" ]] || die "no log yet: $f"
+  tail -n 200 "${follow[@]}" "$f"
+}
+
+usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
+  exit 2
+}
+
+main() {
+  local cmd="${1:-}"; shift || true
+  case "$cmd" in
+    fetch) with_lock cmd_fetch ;;
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    status) cmd_status ;;
+    wait) cmd_wait ;;
+    drain) cmd_drain ;;
+    kill) cmd_kill ;;
+    logs) cmd_logs "$@" ;;
+    nodetool) cmd_nodetool "$@" ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"
