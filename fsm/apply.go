@@ -79,24 +79,28 @@ func (s *State) applyJoin(c *Join) error {
 	}
 	r := s.ringFor(c.Ring)
 	key := MemberKey(c.WorkerID, c.Incarnation)
-	if m := r.Members[key]; m != nil {
-		if m.Active {
-			return nil
-		}
-		// A reconnect of the same incarnation continues what it holds.
-		m.Active = true
-		r.Generation++
+	m := r.Members[key]
+	if m != nil && m.Active {
 		return nil
 	}
-	// A new incarnation supersedes the old one, which keeps its holds until they end.
-	for _, m := range r.Members {
-		if m.WorkerID == c.WorkerID && m.Active {
-			m.Active = false
+	// The joining incarnation supersedes every other active incarnation of the worker id (the last
+	// Join wins, so one worker id never has two active members, even when a superseded process
+	// reconnects). A superseded one keeps its holds until they end; one that holds nothing is
+	// forgotten at once: nothing could ever expire it, and the ring would never settle.
+	for _, other := range r.Members {
+		if other.WorkerID == c.WorkerID && other.Active {
+			other.Active = false
+			forgetIfIdle(r, other)
 		}
 	}
-	r.Members[key] = &Member{WorkerID: c.WorkerID, Incarnation: c.Incarnation, JoinSeq: r.NextSeq, Active: true, NodeIndex: -1}
-	r.NextSeq++
 	r.Generation++
+	if m != nil {
+		// A reconnect of the same incarnation continues what it holds.
+		m.Active, m.ActiveSince = true, r.Generation
+		return nil
+	}
+	r.Members[key] = &Member{WorkerID: c.WorkerID, Incarnation: c.Incarnation, JoinSeq: r.NextSeq, ActiveSince: r.Generation, Active: true, NodeIndex: -1}
+	r.NextSeq++
 	return nil
 }
 
@@ -143,7 +147,7 @@ func (s *State) applyRelease(c *Release) error {
 
 func (s *State) applyExpire(c *Expire) error {
 	r, m := s.member(c.Ring, c.WorkerID, c.Incarnation)
-	if m == nil {
+	if m == nil || m.ActiveSince > c.Generation {
 		return nil
 	}
 	m.Holds = keepHolds(m.Holds, func(h Hold) bool { return h.Epoch > c.UpTo })
@@ -174,8 +178,13 @@ func keepHolds(hs []Hold, keep func(Hold) bool) []Hold {
 }
 
 // applyAssign checks the whole command against the state before changing anything: every
-// assignment must be newer than the ring's last epoch (or already applied), name an active member,
-// and give no token and no Node-0 role that another member holds.
+// assignment must be newer than the ring's last epoch, name an active member, give no token and no
+// Node-0 role that another member holds, and give nothing to a member while another incarnation of
+// its worker id holds something. An assignment that is already installed, exactly, is skipped, so
+// the command is idempotent. A nil result therefore means that every assignment of the command is
+// now its member's current assignment, as written: the leader may send what it proposed. A plan
+// made on an older state whose epochs were meanwhile installed with other content, or overtaken,
+// is refused instead of being reported as applied.
 func (s *State) applyAssign(c *Assign) error {
 	r := s.Ring(c.Ring)
 	if r == nil {
@@ -183,15 +192,27 @@ func (s *State) applyAssign(c *Assign) error {
 	}
 	work := r.Clone()
 	var todo []Assignment
+	named := map[string]bool{}
+	epochs := map[uint64]bool{}
 	for _, a := range c.Assignments {
-		m := work.Members[MemberKey(a.WorkerID, a.Incarnation)]
+		if err := a.validate(); err != nil {
+			return err
+		}
+		key := MemberKey(a.WorkerID, a.Incarnation)
+		if named[key] || epochs[a.Epoch] {
+			return fmt.Errorf("%w: %s/%s or epoch %d named twice", ErrMalformed, a.WorkerID, a.Incarnation, a.Epoch)
+		}
+		named[key], epochs[a.Epoch] = true, true
+		m := work.Members[key]
 		if m == nil {
 			return fmt.Errorf("%w: %s/%s is not a member", ErrUnsafeAssignment, a.WorkerID, a.Incarnation)
 		}
-		if m.Epoch >= a.Epoch {
+		switch {
+		case m.Epoch == a.Epoch && m.NodeIndex == a.NodeIndex && m.NodeCount == a.NodeCount && m.Ranges.Equal(lease.Normalize(a.Ranges)):
 			continue // already applied
-		}
-		if !m.Active || a.Epoch <= r.LastEpoch {
+		case m.Epoch >= a.Epoch:
+			return fmt.Errorf("%w: %s/%s is at epoch %d with other content than this plan's epoch %d", ErrUnsafeAssignment, a.WorkerID, a.Incarnation, m.Epoch, a.Epoch)
+		case !m.Active || a.Epoch <= r.LastEpoch:
 			return fmt.Errorf("%w: epoch %d for %s (last epoch %d, active %v)", ErrUnsafeAssignment, a.Epoch, a.WorkerID, r.LastEpoch, m.Active)
 		}
 		todo = append(todo, a)
@@ -209,10 +230,30 @@ func (s *State) applyAssign(c *Assign) error {
 		if a.NodeIndex == 0 && work.Node0HeldByOthers(key) {
 			return fmt.Errorf("%w: %s would be Node-0 while another member may be", ErrUnsafeAssignment, a.WorkerID)
 		}
+		if (!ranges.Empty() || a.NodeIndex == 0) && work.otherIncarnationHolding(a.WorkerID, key) {
+			return fmt.Errorf("%w: %s/%s would get a range or Node-0 while another incarnation holds one", ErrUnsafeAssignment, a.WorkerID, a.Incarnation)
+		}
 		assign(work.Members[key], a, ranges)
 		work.LastEpoch = a.Epoch
 	}
 	*r = *work
+	return nil
+}
+
+// validate refuses what no plan produces. A range whose start is past its end matters most: set
+// operations do not see it, so it would slip through the exclusivity check.
+func (a Assignment) validate() error {
+	if a.Epoch == 0 {
+		return fmt.Errorf("%w: %s/%s epoch 0", ErrMalformed, a.WorkerID, a.Incarnation)
+	}
+	if a.NodeIndex < 0 || a.NodeIndex >= a.NodeCount {
+		return fmt.Errorf("%w: %s/%s node index %d of %d", ErrMalformed, a.WorkerID, a.Incarnation, a.NodeIndex, a.NodeCount)
+	}
+	for _, rg := range a.Ranges {
+		if rg.Start > rg.End {
+			return fmt.Errorf("%w: %s/%s range %v starts past its end", ErrMalformed, a.WorkerID, a.Incarnation, rg)
+		}
+	}
 	return nil
 }
 

@@ -31,10 +31,13 @@ const Version uint8 = 1
 var (
 	// ErrUnknownCommand: the entry's type or version is not known to this node; it was skipped.
 	ErrUnknownCommand = errors.New("fsm: unknown command type or version")
-	// ErrMalformed: the entry could not be decoded.
+	// ErrMalformed: the entry could not be decoded, or it is not well formed (a join without a
+	// worker id; an assignment of epoch 0, with a node index out of range or a range that starts
+	// past its end; an Assign that names a member or an epoch twice).
 	ErrMalformed = errors.New("fsm: malformed command")
-	// ErrUnsafeAssignment: the Assign would give a token or Node-0 to a member while another holds it,
-	// or it was planned on an older state. Nothing was changed; plan again.
+	// ErrUnsafeAssignment: the Assign would give a token or Node-0 to a member while another holds it
+	// (or while another incarnation of its worker id holds anything), or it was planned on an older
+	// state (its epochs are taken, or the members it names departed). Nothing was changed; plan again.
 	ErrUnsafeAssignment = errors.New("fsm: unsafe or stale assignment")
 	// ErrUnknownMember: the command names a member that does not exist.
 	ErrUnknownMember = errors.New("fsm: unknown member")
@@ -90,11 +93,17 @@ type Release struct {
 
 // Expire says that no lease of the member with an epoch up to UpTo can still be in use: the leader
 // sent the last one long enough ago. A departed member whose current epoch is covered is removed.
+//
+// Generation is the ring's generation in the state the leader decided on. The Expire is applied
+// after every entry proposed before it, among them perhaps a reconnect of the member, after which
+// the leader renewed its lease again; so an Expire decided before the member last became active
+// changes nothing, and the leader decides again from what it sent since.
 type Expire struct {
 	Ring        lease.RingKey `json:"ring"`
 	WorkerID    string        `json:"worker_id"`
 	Incarnation string        `json:"incarnation"`
 	UpTo        uint64        `json:"up_to"`
+	Generation  uint64        `json:"generation"`
 }
 
 // Assign installs new assignments, each with a fresh epoch, planned by Plan on the current state.

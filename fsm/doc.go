@@ -11,7 +11,8 @@
 //
 // What this package must never do: read a clock, touch the network, or decide that time has passed.
 // Time enters only through commands: the leader, which tracks when it sent each lease, proposes
-// Expire once a hold can no longer be in use.
+// Expire once a hold can no longer be in use, naming the ring generation it decided on (an Expire
+// decided before the member reconnected changes nothing: the leader renewed its lease since).
 //
 // Walk-through of a join, as the leader drives it:
 //

@@ -3,20 +3,24 @@ package fsm
 import "github.com/retryring/retryring/lease"
 
 // Plan computes the next assignments of a ring from its committed state, or nil when nothing would
-// change. It is pure. The target is the equal split of the ring among the active members in join
-// order, the oldest first; the oldest active member is Node-0. Each member gets its target minus
+// change (or r is nil). It is pure. The target is the equal split of the ring among the active
+// members in join order, the oldest first; the oldest active member is Node-0. Each member gets its target minus
 // every token another member still holds, so a shrinking member keeps what stays with it at once,
 // and a growing member gets the rest only after the holder released it or its lease expired (a later
 // Plan, after the Release or Expire was applied). Node-0 likewise goes to the oldest member only
 // once nobody else may be acting as Node-0; until then the active members are numbered from 1, the
-// index 0 staying with the member that holds the role.
+// index 0 staying with the member that holds the role. A new incarnation of a worker id gets nothing
+// (no range, not Node-0) while an older incarnation of that id still holds something.
 func Plan(r *Ring) *Assign {
+	if r == nil {
+		return nil // State.Ring of a ring nobody joined yet
+	}
 	active := r.ActiveMembers()
 	if len(active) == 0 {
 		return nil
 	}
 	first := 0
-	if r.Node0HeldByOthers(active[0].Key()) {
+	if r.Node0HeldByOthers(active[0].Key()) || r.otherIncarnationHolding(active[0].WorkerID, active[0].Key()) {
 		first = 1
 	}
 	count := len(active) + first
@@ -24,7 +28,10 @@ func Plan(r *Ring) *Assign {
 	var out []Assignment
 	next := r.LastEpoch
 	for i, m := range active {
-		ranges := lease.Ranges{split[i]}.Subtract(r.HeldByOthers(m.Key()))
+		var ranges lease.Ranges
+		if !r.otherIncarnationHolding(m.WorkerID, m.Key()) {
+			ranges = lease.Ranges{split[i]}.Subtract(r.HeldByOthers(m.Key()))
+		}
 		index := i + first
 		if m.Assigned() && m.NodeIndex == index && m.NodeCount == count && m.Ranges.Equal(ranges) {
 			continue
@@ -49,8 +56,13 @@ type HoldRef struct {
 	Epoch       uint64
 }
 
-// PendingHolds lists what blocks the ring from settling and can only end by release or expiry.
+// PendingHolds lists what blocks the ring from settling and can only end by release or expiry. Once
+// the leader's timer for one has run out, it proposes Expire{..., UpTo: Epoch, Generation:
+// r.Generation}, with the generation of the state it decided on.
 func PendingHolds(r *Ring) []HoldRef {
+	if r == nil {
+		return nil
+	}
 	var out []HoldRef
 	for _, m := range r.SortedMembers() {
 		for _, h := range m.Holds {

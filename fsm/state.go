@@ -42,6 +42,10 @@ type Member struct {
 	WorkerID    string `json:"worker_id"`
 	Incarnation string `json:"incarnation"`
 	JoinSeq     uint64 `json:"join_seq"`
+	// ActiveSince is the ring generation at which the member last became active (joined or
+	// reconnected). An Expire decided on an older generation does not apply to it: the leader may
+	// have renewed its leases since.
+	ActiveSince uint64 `json:"active_since"`
 	// Active is false once the member is down (connection lost, silent) or superseded by a newer
 	// incarnation: it gets no new assignment and stays only while it holds something.
 	Active bool `json:"active"`
@@ -157,6 +161,18 @@ func (r *Ring) HeldByOthers(except string) lease.Ranges {
 func (r *Ring) Node0HeldByOthers(except string) bool {
 	for k, m := range r.Members {
 		if k != except && m.HoldsNode0() {
+			return true
+		}
+	}
+	return false
+}
+
+// otherIncarnationHolding reports whether an incarnation of workerID other than the member with key
+// except may still be using something. Until it ends, the member gets nothing: two processes with
+// one worker id never both hold ranges (nor one ranges and the other Node-0).
+func (r *Ring) otherIncarnationHolding(workerID, except string) bool {
+	for k, m := range r.Members {
+		if k != except && m.WorkerID == workerID && m.Holding() {
 			return true
 		}
 	}

@@ -1,0 +1,213 @@
+package fsm_test
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// oneOfEach returns a command of every type with every field set.
+func oneOfEach() []fsm.Command {
+	ranges := lease.Ranges{{Start: lease.MinToken, End: -1}, {Start: 10, End: lease.MaxToken}}
+	return []fsm.Command{
+		&fsm.RegisterCoordinator{Coordinator: fsm.Coordinator{ID: "c1", RaftAddr: "127.0.0.1:7001", RSocketAddr: "127.0.0.1:7101", HTTPAddr: "127.0.0.1:7201"}},
+		&fsm.RemoveCoordinator{ID: "c1"},
+		&fsm.Join{Ring: ringA, WorkerID: "w1", Incarnation: "i1"},
+		&fsm.Down{Ring: ringA, WorkerID: "w1", Incarnation: "i1"},
+		&fsm.Leave{Ring: ringA, WorkerID: "w1", Incarnation: "i1"},
+		&fsm.Release{Ring: ringA, WorkerID: "w1", Incarnation: "i1", Epoch: 1<<63 + 7},
+		&fsm.Expire{Ring: ringA, WorkerID: "w1", Incarnation: "i1", UpTo: 42, Generation: 9},
+		&fsm.Assign{Ring: ringB, Assignments: []fsm.Assignment{
+			{WorkerID: "w1", Incarnation: "i1", Epoch: 3, NodeIndex: 0, NodeCount: 2, Ranges: ranges},
+			{WorkerID: "w2", Incarnation: "i9", Epoch: 4, NodeIndex: 1, NodeCount: 2, Ranges: lease.Ranges{{Start: 0, End: 9}}},
+		}},
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	seen := map[fsm.CommandType]bool{}
+	for _, c := range oneOfEach() {
+		b, err := fsm.Encode(c)
+		if err != nil {
+			t.Fatalf("encode %T: %v", c, err)
+		}
+		if fsm.CommandType(b[0]) != c.Type() || b[1] != fsm.Version {
+			t.Fatalf("%T: header %v, want type %d version %d", c, b[:2], c.Type(), fsm.Version)
+		}
+		got, err := fsm.Decode(b)
+		if err != nil {
+			t.Fatalf("decode %T: %v", c, err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("round trip of %T:\n got %+v\nwant %+v", c, got, c)
+		}
+		seen[c.Type()] = true
+		// A value (not a pointer) encodes the same.
+		v, err := fsm.Encode(reflect.ValueOf(c).Elem().Interface().(fsm.Command))
+		if err != nil || !bytes.Equal(v, b) {
+			t.Fatalf("%T by value encodes as %q (%v), by pointer as %q", c, v, err, b)
+		}
+	}
+	for typ := fsm.TypeRegisterCoordinator; typ <= fsm.TypeAssign; typ++ {
+		if !seen[typ] {
+			t.Fatalf("command type %d is not covered by the round trip", typ)
+		}
+	}
+}
+
+func TestDecodeUnknownCommand(t *testing.T) {
+	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "w", Incarnation: "i"})
+	cases := map[string][]byte{
+		"type 0":                  {0, fsm.Version, '{', '}'},
+		"type 9":                  {9, fsm.Version, '{', '}'},
+		"type 255":                {255, fsm.Version, '{', '}'},
+		"newer version":           append([]byte{byte(fsm.TypeJoin), fsm.Version + 1}, join[2:]...),
+		"newer version, new body": {byte(fsm.TypeAssign), fsm.Version + 1, 0xff, 0x00},
+		"unknown type, no body":   {200, fsm.Version},
+	}
+	for name, b := range cases {
+		if _, err := fsm.Decode(b); !errors.Is(err, fsm.ErrUnknownCommand) {
+			t.Errorf("%s: %v, want ErrUnknownCommand", name, err)
+		}
+	}
+}
+
+func TestDecodeMalformed(t *testing.T) {
+	cases := map[string][]byte{
+		"nil":           nil,
+		"one byte":      {byte(fsm.TypeJoin)},
+		"no body":       {byte(fsm.TypeJoin), fsm.Version},
+		"garbage":       append([]byte{byte(fsm.TypeRelease), fsm.Version}, "\x00\x01garbage"...),
+		"wrong shape":   append([]byte{byte(fsm.TypeAssign), fsm.Version}, `{"assignments":{"a":1}}`...),
+		"wrong type":    append([]byte{byte(fsm.TypeRelease), fsm.Version}, `{"epoch":"7"}`...),
+		"negative":      append([]byte{byte(fsm.TypeExpire), fsm.Version}, `{"up_to":-1}`...),
+		"token too big": append([]byte{byte(fsm.TypeAssign), fsm.Version}, `{"assignments":[{"ranges":[{"Start":9223372036854775808,"End":0}]}]}`...),
+	}
+	for name, b := range cases {
+		if _, err := fsm.Decode(b); !errors.Is(err, fsm.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	// Every truncation of a valid entry is refused, never decoded into a different command.
+	for _, c := range oneOfEach() {
+		b, _ := fsm.Encode(c)
+		for n := range len(b) {
+			if _, err := fsm.Decode(b[:n]); !errors.Is(err, fsm.ErrMalformed) {
+				t.Fatalf("%T truncated to %d of %d bytes: %v, want ErrMalformed", c, n, len(b), err)
+			}
+		}
+	}
+}
+
+// fuzzBase is a state with a bit of everything: a settled member, a shrinking one with a hold, a
+// departed Node-0 candidate, a superseded incarnation, an unassigned member and a coordinator.
+func fuzzBase(tb failer) *fsm.State {
+	tb.Helper()
+	s := fsm.NewState()
+	mustApply(tb, s, &fsm.RegisterCoordinator{Coordinator: fsm.Coordinator{ID: "c1", RaftAddr: "127.0.0.1:7001"}})
+	for _, id := range []string{"A", "B", "C"} {
+		mustApply(tb, s, &fsm.Join{Ring: ringA, WorkerID: id, Incarnation: id + "1"})
+	}
+	planAndAssign(tb, s, ringA)
+	mustApply(tb, s, &fsm.Join{Ring: ringA, WorkerID: "D", Incarnation: "D1"})
+	planAndAssign(tb, s, ringA) // A, B, C shrink and hold the rest
+	mustApply(tb, s, &fsm.Release{Ring: ringA, WorkerID: "C", Incarnation: "C1", Epoch: mustMember(tb, s, ringA, "C", "C1").Epoch})
+	mustApply(tb, s, &fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "B2"})
+	mustApply(tb, s, &fsm.Down{Ring: ringA, WorkerID: "A", Incarnation: "A1"})
+	mustApply(tb, s, &fsm.Join{Ring: ringA, WorkerID: "E", Incarnation: "E1"})
+	mustApply(tb, s, &fsm.Join{Ring: ringB, WorkerID: "A", Incarnation: "A1"})
+	planAndAssign(tb, s, ringB)
+	if err := checkStateSafety(s); err != nil {
+		tb.Fatalf("fuzz base: %v", err)
+	}
+	return s
+}
+
+// fuzzSeeds are entries that exercise every command type against fuzzBase, plus damaged ones.
+func fuzzSeeds(tb failer, base *fsm.State) [][]byte {
+	tb.Helper()
+	r := base.Ring(ringA)
+	next := r.LastEpoch + 1
+	cmds := oneOfEach()
+	for _, m := range r.SortedMembers() {
+		cmds = append(cmds,
+			&fsm.Join{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation},
+			&fsm.Join{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation + "x"},
+			&fsm.Down{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation},
+			&fsm.Leave{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation},
+			&fsm.Release{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: m.Epoch},
+			&fsm.Release{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: m.Epoch + 1},
+			&fsm.Expire{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation, UpTo: m.Epoch, Generation: r.Generation},
+			&fsm.Expire{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation, UpTo: m.Epoch},
+			&fsm.Assign{Ring: ringA, Assignments: []fsm.Assignment{{WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: next, NodeIndex: 0, NodeCount: 1, Ranges: lease.Ranges{lease.FullRing}}}},
+			&fsm.Assign{Ring: ringA, Assignments: []fsm.Assignment{{WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: next, NodeIndex: 3, NodeCount: 4, Ranges: lease.Ranges{{Start: 5, End: -5}}}}},
+		)
+	}
+	for _, h := range fsm.PendingHolds(r) {
+		cmds = append(cmds, &fsm.Expire{Ring: ringA, WorkerID: h.WorkerID, Incarnation: h.Incarnation, UpTo: h.Epoch, Generation: r.Generation})
+	}
+	if plan := fsm.Plan(r); plan != nil {
+		cmds = append(cmds, plan)
+	}
+	var out [][]byte
+	for _, c := range cmds {
+		b, err := fsm.Encode(c)
+		if err != nil {
+			tb.Fatalf("encode seed: %v", err)
+		}
+		out = append(out, b, b[:len(b)/2])
+	}
+	return append(out, nil, []byte{0}, []byte{byte(fsm.TypeAssign), fsm.Version, 'n', 'u', 'l', 'l'},
+		[]byte{byte(fsm.TypeJoin), fsm.Version + 1, '{', '}'}, []byte{77, fsm.Version, '{', '}'})
+}
+
+// FuzzDecodeApply decodes arbitrary bytes and applies them to a state that has a bit of everything.
+// Nothing may panic; a decode error is ErrMalformed or ErrUnknownCommand; a refused command changes
+// nothing; an accepted one keeps every ring safe; and applying it again changes nothing more.
+func FuzzDecodeApply(f *testing.F) {
+	base := fuzzBase(f)
+	for _, seed := range fuzzSeeds(f, base) {
+		f.Add(seed)
+	}
+	baseJSON := stateJSON(f, base)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := fsm.Decode(data)
+		if err != nil {
+			if !errors.Is(err, fsm.ErrMalformed) && !errors.Is(err, fsm.ErrUnknownCommand) {
+				t.Fatalf("decode error outside the catalog: %v", err)
+			}
+			return
+		}
+		enc, err := fsm.Encode(c)
+		if err != nil {
+			t.Fatalf("a decoded %T does not encode: %v", c, err)
+		}
+		again, err := fsm.Decode(enc)
+		if err != nil {
+			t.Fatalf("a re-encoded %T does not decode: %v", c, err)
+		}
+		if enc2, _ := fsm.Encode(again); !bytes.Equal(enc, enc2) {
+			t.Fatalf("encoding is not stable: %q then %q", enc, enc2)
+		}
+
+		s := base.Clone()
+		if err := s.Apply(c); err != nil {
+			if got := stateJSON(t, s); got != baseJSON {
+				t.Fatalf("refused %T (%v) changed the state", c, err)
+			}
+			return
+		}
+		if err := checkStateSafety(s); err != nil {
+			t.Fatalf("after %T %+v: %v", c, c, err)
+		}
+		once := stateJSON(t, s)
+		_ = s.Apply(c)
+		if stateJSON(t, s) != once {
+			t.Fatalf("%T %+v is not idempotent", c, c)
+		}
+	})
+}

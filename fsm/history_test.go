@@ -1,0 +1,55 @@
+package fsm_test
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestGeneratedHistories drives the state through generated histories of joins, restarts,
+// reconnects, crashes, leaves, releases, expiries, plans and stale replays on two rings, each
+// command applied to the state it was decided on, and checks exclusivity, Node-0 uniqueness, the
+// worker's view and monotone epochs after every step. Then it lets every ring settle and checks
+// invariant 1 (coverage) and that settling takes few rounds.
+func TestGeneratedHistories(t *testing.T) {
+	runHistories(t, false)
+}
+
+// TestGeneratedHistoriesWithProposalLag is the same with proposals in flight: the leader decides on
+// the applied state while earlier proposals wait in the log, so a plan may be stale when it is
+// applied (and may be refused), and an Expire may land after a reconnect and renewals.
+func TestGeneratedHistoriesWithProposalLag(t *testing.T) {
+	runHistories(t, true)
+}
+
+func runHistories(t *testing.T, lag bool) {
+	maxRounds, totalSteps, accepted := 0, 0, 0
+	rapid.Check(t, func(t *rapid.T) {
+		w := newWorld(ringA, ringB)
+		w.lag = lag
+		steps := rapid.IntRange(1, 600).Draw(t, "steps")
+		for range steps {
+			w.step(t)
+		}
+		totalSteps += steps
+		for _, k := range w.rings {
+			rounds := w.settle(t, k)
+			maxRounds = max(maxRounds, rounds)
+			if rounds > 3 {
+				t.Fatalf("ring %s took %d plan rounds to settle", k, rounds)
+			}
+			r := w.st.Ring(k)
+			if r == nil {
+				continue
+			}
+			if err := checkSettledCoverage(r); err != nil {
+				t.Fatalf("%v", err)
+			}
+			if len(r.Members) != len(r.ActiveMembers()) {
+				t.Fatalf("ring %s settled with departed members left: %s", k, describeRing(r))
+			}
+		}
+		accepted += len(w.assigns)
+	})
+	t.Logf("%d steps, %d accepted assigns in all runs; most plan rounds needed to settle: %d", totalSteps, accepted, maxRounds)
+}

@@ -1,0 +1,327 @@
+package fsm_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"github.com/rs/zerolog"
+	"pgregory.net/rapid"
+
+	"github.com/retryring/retryring/fsm"
+)
+
+// memSink is an in-memory raft.SnapshotSink.
+type memSink struct {
+	bytes.Buffer
+	writeErr          error
+	closed, cancelled bool
+}
+
+func (s *memSink) ID() string { return "mem" }
+
+func (s *memSink) Write(p []byte) (int, error) {
+	if s.writeErr != nil {
+		return 0, s.writeErr
+	}
+	return s.Buffer.Write(p)
+}
+
+func (s *memSink) Close() error  { s.closed = true; return nil }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+
+// closeTracker is a snapshot reader that remembers being closed.
+type closeTracker struct {
+	io.Reader
+	closed bool
+}
+
+func (c *closeTracker) Close() error { c.closed = true; return nil }
+
+func fsmJSON(tb failer, f *fsm.FSM) (string, uint64) {
+	tb.Helper()
+	var out string
+	var idx uint64
+	f.View(func(s *fsm.State, applied uint64) {
+		out, idx = stateJSON(tb, s), applied
+	})
+	return out, idx
+}
+
+func commandLog(tb failer, index uint64, c fsm.Command) *raft.Log {
+	tb.Helper()
+	b, err := fsm.Encode(c)
+	if err != nil {
+		tb.Fatalf("encode: %v", err)
+	}
+	return &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: b}
+}
+
+// persist takes a snapshot of f and writes it out through a fake sink.
+func persist(tb failer, f *fsm.FSM) []byte {
+	tb.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		tb.Fatalf("snapshot: %v", err)
+	}
+	defer snap.Release()
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		tb.Fatalf("persist: %v", err)
+	}
+	if !sink.closed || sink.cancelled {
+		tb.Fatalf("persist should close the sink (closed %v, cancelled %v)", sink.closed, sink.cancelled)
+	}
+	return sink.Bytes()
+}
+
+func restore(tb failer, data []byte) *fsm.FSM {
+	tb.Helper()
+	f := fsm.New(zerolog.Nop())
+	rc := &closeTracker{Reader: bytes.NewReader(data)}
+	if err := f.Restore(rc); err != nil {
+		tb.Fatalf("restore: %v", err)
+	}
+	if !rc.closed {
+		tb.Fatalf("restore did not close its reader")
+	}
+	return f
+}
+
+func TestWriteReadSnapshot(t *testing.T) {
+	for name, s := range map[string]*fsm.State{"empty": fsm.NewState(), "busy": fuzzBase(t)} {
+		var buf bytes.Buffer
+		if err := fsm.WriteSnapshot(&buf, s); err != nil {
+			t.Fatalf("%s: write: %v", name, err)
+		}
+		got, err := fsm.ReadSnapshot(&buf)
+		if err != nil {
+			t.Fatalf("%s: read: %v", name, err)
+		}
+		if stateJSON(t, got) != stateJSON(t, s) {
+			t.Fatalf("%s: round trip differs", name)
+		}
+		// The restored state works like the original: the same plan, the same results.
+		for _, k := range []fsm.Command{&fsm.Join{Ring: ringA, WorkerID: "Z", Incarnation: "z1"}} {
+			a, b := s.Clone(), got
+			if err1, err2 := a.Apply(k), b.Apply(k); (err1 == nil) != (err2 == nil) || stateJSON(t, a) != stateJSON(t, b) {
+				t.Fatalf("%s: restored state behaves differently", name)
+			}
+		}
+	}
+}
+
+func TestReadSnapshotRefusesWhatItCannotRead(t *testing.T) {
+	for name, in := range map[string]string{
+		"garbage":        "not json",
+		"empty":          "",
+		"newer format":   `{"format":2,"state":{}}`,
+		"no state":       `{"format":1}`,
+		"wrong shape":    `{"format":1,"state":{"rings":[1,2]}}`,
+		"truncated json": `{"format":1,"state":{"rings":{`,
+	} {
+		if _, err := fsm.ReadSnapshot(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: read without error", name)
+		}
+	}
+	// Missing maps are filled in, so that the state can be applied to at once.
+	s, err := fsm.ReadSnapshot(strings.NewReader(`{"format":1,"state":{"rings":{"x":{"key":{"region":"eu","cluster":"c1","service":"orders"}}}}}`))
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	mustApply(t, s, &fsm.RegisterCoordinator{Coordinator: fsm.Coordinator{ID: "c1"}})
+	if s.Rings["x"].Members == nil {
+		t.Fatalf("members map left nil")
+	}
+}
+
+// Replaying a generated history through the raft FSM gives the same state as the pure state
+// machine; a snapshot taken then, persisted through a sink and restored into a new FSM, gives it too,
+// and is not affected by what is applied after it was taken.
+func TestFSMReplaySnapshotRestore(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		w := newWorld(ringA, ringB)
+		for range rapid.IntRange(0, 200).Draw(t, "steps") {
+			w.step(t)
+		}
+		f := fsm.New(zerolog.Nop())
+		for i, b := range w.log {
+			f.Apply(&raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: b})
+		}
+		want := stateJSON(t, w.st)
+		got, applied := fsmJSON(t, f)
+		if got != want {
+			t.Fatalf("the raft FSM diverged from the pure state after %d entries", len(w.log))
+		}
+		if applied != uint64(len(w.log)) {
+			t.Fatalf("applied index %d, want %d", applied, len(w.log))
+		}
+
+		snap, err := f.Snapshot()
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		// Later entries must not leak into a snapshot already taken.
+		f.Apply(commandLog(t, uint64(len(w.log)+1), &fsm.Join{Ring: ringA, WorkerID: "late", Incarnation: "l1"}))
+		sink := &memSink{}
+		if err := snap.Persist(sink); err != nil {
+			t.Fatalf("persist: %v", err)
+		}
+		snap.Release()
+		restored, _ := fsmJSON(t, restore(t, sink.Bytes()))
+		if restored != want {
+			t.Fatalf("restored state differs from the state at snapshot time")
+		}
+		// A snapshot of the restored FSM persists the same bytes.
+		if again := persist(t, restore(t, sink.Bytes())); !bytes.Equal(again, sink.Bytes()) {
+			t.Fatalf("snapshot of a restored state differs")
+		}
+	})
+}
+
+// An entry this node cannot read (a newer node's command type or version, or a corrupt one) is
+// skipped: Apply returns the error, the state is unchanged and the node keeps applying.
+func TestFSMSkipsEntriesItCannotRead(t *testing.T) {
+	f := fsm.New(zerolog.Nop())
+	if resp := f.Apply(commandLog(t, 1, &fsm.Join{Ring: ringA, WorkerID: "A", Incarnation: "a1"})); resp != nil {
+		t.Fatalf("join: %v", resp)
+	}
+	<-f.Changed()
+	before, _ := fsmJSON(t, f)
+
+	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"})
+	entries := map[string]struct {
+		data []byte
+		want error
+	}{
+		"unknown type":  {[]byte{99, fsm.Version, '{', '}'}, fsm.ErrUnknownCommand},
+		"newer version": {append([]byte{join[0], fsm.Version + 1}, join[2:]...), fsm.ErrUnknownCommand},
+		"corrupt":       {[]byte{byte(fsm.TypeJoin), fsm.Version, '{'}, fsm.ErrMalformed},
+		"empty":         {nil, fsm.ErrMalformed},
+	}
+	index := uint64(1)
+	for name, e := range entries {
+		index++
+		resp := f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: e.data})
+		err, ok := resp.(error)
+		if !ok || !errors.Is(err, e.want) {
+			t.Fatalf("%s: response %v, want %v", name, resp, e.want)
+		}
+		if got, applied := fsmJSON(t, f); got != before || applied != index {
+			t.Fatalf("%s: state changed or applied index %d not %d", name, applied, index)
+		}
+	}
+	// Entries that are not commands are not for the FSM.
+	for _, typ := range []raft.LogType{raft.LogNoop, raft.LogBarrier, raft.LogConfiguration} {
+		if resp := f.Apply(&raft.Log{Index: index + 1, Type: typ, Data: []byte("x")}); resp != nil {
+			t.Fatalf("log type %v: %v", typ, resp)
+		}
+	}
+	// A refused command is answered with its error, and the node goes on.
+	index++
+	resp := f.Apply(commandLog(t, index, &fsm.Release{Ring: ringA, WorkerID: "A", Incarnation: "a1", Epoch: 5}))
+	if err, ok := resp.(error); !ok || !errors.Is(err, fsm.ErrBadEpoch) {
+		t.Fatalf("refused release: %v", resp)
+	}
+	index++
+	if resp := f.Apply(commandLog(t, index, &fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"})); resp != nil {
+		t.Fatalf("the node stopped applying after a skipped entry: %v", resp)
+	}
+	f.View(func(s *fsm.State, applied uint64) {
+		if member(s, ringA, "B", "b1") == nil || applied != index {
+			t.Fatalf("join after skipped entries not applied (applied index %d)", applied)
+		}
+	})
+	select {
+	case <-f.Changed():
+	default:
+		t.Fatalf("no change signal after applying")
+	}
+}
+
+func TestPersistCancelsOnWriteError(t *testing.T) {
+	f := fsm.New(zerolog.Nop())
+	f.Apply(commandLog(t, 1, &fsm.Join{Ring: ringA, WorkerID: "A", Incarnation: "a1"}))
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	sink := &memSink{writeErr: errors.New("disk full")}
+	if err := snap.Persist(sink); err == nil {
+		t.Fatalf("persist succeeded on a failing sink")
+	}
+	if !sink.cancelled || sink.closed {
+		t.Fatalf("a failed persist should cancel, not close (cancelled %v, closed %v)", sink.cancelled, sink.closed)
+	}
+}
+
+func TestRestoreOfGarbageKeepsTheState(t *testing.T) {
+	f := fsm.New(zerolog.Nop())
+	f.Apply(commandLog(t, 1, &fsm.Join{Ring: ringA, WorkerID: "A", Incarnation: "a1"}))
+	before, _ := fsmJSON(t, f)
+	rc := &closeTracker{Reader: strings.NewReader(`{"format":1,"state":`)}
+	if err := f.Restore(rc); err == nil {
+		t.Fatalf("restore of a truncated snapshot succeeded")
+	}
+	if !rc.closed {
+		t.Fatalf("restore did not close its reader")
+	}
+	if after, _ := fsmJSON(t, f); after != before {
+		t.Fatalf("a failed restore changed the state")
+	}
+}
+
+// Apply, View, Snapshot and Persist from several goroutines, for the race detector.
+func TestFSMConcurrentUse(t *testing.T) {
+	f := fsm.New(zerolog.Nop())
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		for i := range 200 {
+			c := fsm.Command(&fsm.Join{Ring: ringA, WorkerID: "w", Incarnation: string(rune('a' + i%26))})
+			if i%3 == 0 {
+				var plan *fsm.Assign
+				f.View(func(s *fsm.State, _ uint64) { plan = fsm.Plan(s.Ring(ringA)) })
+				if plan == nil {
+					continue
+				}
+				c = plan
+			}
+			f.Apply(commandLog(t, uint64(i+1), c))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for range 50 {
+			snap, err := f.Snapshot()
+			if err != nil {
+				t.Errorf("snapshot: %v", err)
+				return
+			}
+			if err := snap.Persist(&memSink{}); err != nil {
+				t.Errorf("persist: %v", err)
+			}
+			snap.Release()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for range 200 {
+			f.View(func(s *fsm.State, _ uint64) {
+				if err := checkStateSafety(s); err != nil {
+					t.Errorf("%v", err)
+				}
+			})
+			select {
+			case <-f.Changed():
+			default:
+			}
+		}
+	}()
+	wg.Wait()
+}
