@@ -1,0 +1,199 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gocql/gocql"
+)
+
+// Config says how to reach Cassandra. The zero value of every field means its default.
+type Config struct {
+	// Hosts are contact points, "host" or "host:port". Default 127.0.0.1:9042.
+	Hosts []string
+	// Keyspace holds the retry tables. Default "retryring".
+	Keyspace string
+	// Consistency of reads and writes, by name (ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM, ...).
+	// Default LOCAL_QUORUM: a quorum inside the local datacenter, so no query waits on a WAN.
+	Consistency string
+	// SerialConsistency of the checkpoint compare-and-sets: SERIAL or LOCAL_SERIAL (default).
+	SerialConsistency string
+	// Timeout bounds one request to Cassandra. Default 2 s. A worker must keep it below its lease
+	// TTL minus the guard margin, or the guard refuses every query; `schema apply` wants more.
+	Timeout time.Duration
+	// ConnectTimeout bounds dialing and the protocol handshake. Default 5 s.
+	ConnectTimeout time.Duration
+	// PageSize is the number of rows per page of every paged read. Default 1000.
+	PageSize int
+	// LocalDC, when set, keeps queries inside that datacenter (DCAwareRoundRobinPolicy);
+	// otherwise hosts are used round robin. Both are wrapped in TokenAwareHostPolicy.
+	LocalDC string
+	// NumConns is the number of connections per host. Default 2.
+	NumConns int
+	// ProtoVersion is the native protocol version. Default 4, the newest gocql v1.7.0 speaks in
+	// full; setting it also skips the version probe at connect.
+	ProtoVersion int
+	// Username and Password turn on PasswordAuthenticator when Username is set.
+	Username string
+	Password string
+}
+
+// Defaults of Config.
+const (
+	DefaultHost              = "127.0.0.1:9042"
+	DefaultKeyspace          = "retryring"
+	DefaultConsistency       = "LOCAL_QUORUM"
+	DefaultSerialConsistency = "LOCAL_SERIAL"
+	DefaultTimeout           = 2 * time.Second
+	DefaultConnectTimeout    = 5 * time.Second
+	DefaultPageSize          = 1000
+	DefaultNumConns          = 2
+	DefaultProtoVersion      = 4
+)
+
+// WithDefaults fills every zero field with its default.
+func (c Config) WithDefaults() Config {
+	if len(c.Hosts) == 0 {
+		c.Hosts = []string{DefaultHost}
+	}
+	if c.Keyspace == "" {
+		c.Keyspace = DefaultKeyspace
+	}
+	if c.Consistency == "" {
+		c.Consistency = DefaultConsistency
+	}
+	if c.SerialConsistency == "" {
+		c.SerialConsistency = DefaultSerialConsistency
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.NumConns == 0 {
+		c.NumConns = DefaultNumConns
+	}
+	if c.ProtoVersion == 0 {
+		c.ProtoVersion = DefaultProtoVersion
+	}
+	return c
+}
+
+// Validate checks the configuration after defaults.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	if err := ValidateKeyspace(c.Keyspace); err != nil {
+		return err
+	}
+	if _, err := ParseConsistency(c.Consistency); err != nil {
+		return err
+	}
+	if _, err := ParseSerialConsistency(c.SerialConsistency); err != nil {
+		return err
+	}
+	switch {
+	case c.Timeout < 0 || c.ConnectTimeout < 0:
+		return fmt.Errorf("%w: negative timeout", ErrConfig)
+	case c.PageSize < 100:
+		// Smaller pages turn a bucket of 50,000 rows into hundreds of round trips.
+		return fmt.Errorf("%w: page size %d is below 100", ErrConfig, c.PageSize)
+	case c.NumConns < 1:
+		return fmt.Errorf("%w: num conns %d", ErrConfig, c.NumConns)
+	case c.ProtoVersion < 3 || c.ProtoVersion > 5:
+		return fmt.Errorf("%w: protocol version %d", ErrConfig, c.ProtoVersion)
+	}
+	for _, h := range c.Hosts {
+		if strings.TrimSpace(h) == "" {
+			return fmt.Errorf("%w: empty host", ErrConfig)
+		}
+	}
+	return nil
+}
+
+// ParseConsistency reads a consistency level name, in any letter case.
+func ParseConsistency(name string) (gocql.Consistency, error) {
+	c, err := gocql.ParseConsistencyWrapper(strings.TrimSpace(name))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q", ErrConsistency, name)
+	}
+	return c, nil
+}
+
+// ParseSerialConsistency reads SERIAL or LOCAL_SERIAL, in any letter case.
+func ParseSerialConsistency(name string) (gocql.SerialConsistency, error) {
+	var c gocql.SerialConsistency
+	if err := c.UnmarshalText([]byte(strings.ToUpper(strings.TrimSpace(name)))); err != nil {
+		return 0, fmt.Errorf("%w: serial %q", ErrConsistency, name)
+	}
+	return c, nil
+}
+
+// ClusterConfig turns the configuration into gocql's. The session keyspace stays unset: every
+// statement names its keyspace, so the session also works before the keyspace exists.
+func (c Config) ClusterConfig() (*gocql.ClusterConfig, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c = c.WithDefaults()
+	cons, _ := ParseConsistency(c.Consistency)
+	serial, _ := ParseSerialConsistency(c.SerialConsistency)
+
+	cc := gocql.NewCluster(c.Hosts...)
+	cc.Consistency = cons
+	cc.SerialConsistency = serial
+	cc.Timeout = c.Timeout
+	cc.ConnectTimeout = c.ConnectTimeout
+	cc.PageSize = c.PageSize
+	cc.NumConns = c.NumConns
+	cc.ProtoVersion = c.ProtoVersion
+	fallback := gocql.RoundRobinHostPolicy()
+	if c.LocalDC != "" {
+		fallback = gocql.DCAwareRoundRobinPolicy(c.LocalDC)
+	}
+	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
+	// No cluster-wide retry policy: the Store retries the statements it marks idempotent and
+	// nothing else, so a compare-and-set is never sent twice behind the caller's back.
+	cc.RetryPolicy = nil
+	if c.Username != "" {
+		cc.Authenticator = gocql.PasswordAuthenticator{Username: c.Username, Password: c.Password}
+	}
+	return cc, nil
+}
+
+// Connect opens a session. gocql cannot be cancelled while it connects, so when ctx ends first
+// Connect returns ctx's error and closes the session that arrives later.
+func Connect(ctx context.Context, c Config) (*gocql.Session, error) {
+	cc, err := c.ClusterConfig()
+	if err != nil {
+		return nil, err
+	}
+	type result struct {
+		s   *gocql.Session
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := cc.CreateSession()
+		done <- result{s, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("cassandra: connect to %v: %w", cc.Hosts, r.err)
+		}
+		return r.s, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.s != nil {
+				r.s.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,125 @@
+package cassandra
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/retryring/retryring/lease"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{}.WithDefaults()
+	if c.Consistency != "LOCAL_QUORUM" || c.PageSize != 1000 || c.Keyspace != "retryring" ||
+		c.SerialConsistency != "LOCAL_SERIAL" || c.Timeout != 2*time.Second || len(c.Hosts) != 1 {
+		t.Fatalf("defaults: %+v", c)
+	}
+	cc, err := Config{LocalDC: "dc1"}.ClusterConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.Consistency != gocql.LocalQuorum || cc.SerialConsistency != gocql.LocalSerial || cc.PageSize != 1000 ||
+		cc.RetryPolicy != nil || cc.ProtoVersion != 4 {
+		t.Fatalf("cluster config: %+v", cc)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	bad := []Config{
+		{Consistency: "MOST"},
+		{SerialConsistency: "QUORUM"},
+		{PageSize: 10},
+		{Keyspace: "1abc"},
+		{Keyspace: "a-b"},
+		{Timeout: -time.Second},
+		{Hosts: []string{" "}},
+		{ProtoVersion: 9},
+	}
+	for _, c := range bad {
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted", c)
+		}
+	}
+	if err := (Config{Consistency: "local_one", SerialConsistency: "serial"}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseConsistency(t *testing.T) {
+	for name, want := range map[string]gocql.Consistency{
+		"ONE": gocql.One, "local_quorum": gocql.LocalQuorum, "QUORUM": gocql.Quorum, " all ": gocql.All,
+		"LOCAL_ONE": gocql.LocalOne, "EACH_QUORUM": gocql.EachQuorum,
+	} {
+		got, err := ParseConsistency(name)
+		if err != nil || got != want {
+			t.Errorf("ParseConsistency(%q) = %v, %v", name, got, err)
+		}
+	}
+	if _, err := ParseConsistency("SOME"); !errors.Is(err, ErrConsistency) {
+		t.Fatalf("want ErrConsistency, got %v", err)
+	}
+	if c, err := ParseSerialConsistency("local_serial"); err != nil || c != gocql.LocalSerial {
+		t.Fatalf("ParseSerialConsistency = %v, %v", c, err)
+	}
+}
+
+func TestReplication(t *testing.T) {
+	cases := map[string]string{
+		"":                         "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+		"3":                        "{'class': 'SimpleStrategy', 'replication_factor': 3}",
+		"eu-west=3,us-east=2":      "{'class': 'NetworkTopologyStrategy', 'eu-west': 3, 'us-east': 2}",
+		" us-east = 2 , eu-west=3": "{'class': 'NetworkTopologyStrategy', 'eu-west': 3, 'us-east': 2}",
+	}
+	for in, want := range cases {
+		r, err := ParseReplication(in)
+		if err != nil || r.CQL() != want {
+			t.Errorf("ParseReplication(%q) = %s, %v; want %s", in, r.CQL(), err, want)
+		}
+	}
+	for _, in := range []string{"0", "x", "dc=0", "=3", "dc=3,", "d'c=1"} {
+		if _, err := ParseReplication(in); !errors.Is(err, ErrReplication) {
+			t.Errorf("ParseReplication(%q) = %v, want ErrReplication", in, err)
+		}
+	}
+}
+
+func TestSchemaText(t *testing.T) {
+	stmts, err := Schema("retryring", Replication{DataCenters: map[string]int{"dc1": 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stmts) != 1+len(Tables) {
+		t.Fatalf("%d statements for %d tables", len(stmts), len(Tables))
+	}
+	if !strings.Contains(stmts[0], "NetworkTopologyStrategy") {
+		t.Fatalf("keyspace: %s", stmts[0])
+	}
+	for i, table := range Tables {
+		if !strings.Contains(stmts[i+1], "CREATE TABLE IF NOT EXISTS retryring."+table+" (") {
+			t.Errorf("statement %d does not create %s:\n%s", i+1, table, stmts[i+1])
+		}
+		if strings.Contains(stmts[i+1], "KS.") {
+			t.Errorf("statement %d keeps a keyspace placeholder", i+1)
+		}
+	}
+	if _, err := Schema("bad-name", Replication{}); !errors.Is(err, ErrKeyspace) {
+		t.Fatalf("want ErrKeyspace, got %v", err)
+	}
+}
+
+func TestEveryStatementRegistered(t *testing.T) {
+	st, err := NewStore(&gocql.Session{}, StoreConfig{Keyspace: "ks", Ring: ringKey(), WindowMinutes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q, text := range st.stmts {
+		if strings.Contains(text, "KS.") || !strings.Contains(text, "ks.") {
+			t.Errorf("statement not qualified: %s", q)
+		}
+	}
+}
+
+func ringKey() lease.RingKey { return lease.RingKey{Region: "r", Cluster: "c", Service: "s"} }

@@ -1,0 +1,21 @@
+package cassandra
+
+import "errors"
+
+var (
+	// ErrKeyspace means a keyspace name is not a plain CQL identifier (a letter, then at most 47
+	// letters, digits or underscores). Names are spliced into statements, so nothing else passes.
+	ErrKeyspace = errors.New("cassandra: invalid keyspace name")
+	// ErrReplication means a replication setting is malformed or has a factor below one.
+	ErrReplication = errors.New("cassandra: invalid replication")
+	// ErrConsistency means a consistency level name is not one Cassandra knows.
+	ErrConsistency = errors.New("cassandra: invalid consistency level")
+	// ErrConfig means a session or store setting is out of range.
+	ErrConfig = errors.New("cassandra: invalid configuration")
+	// ErrInstanceID means an instance id is empty or not valid UTF-8: Cassandra refuses an empty
+	// partition key and every text value that is not UTF-8, and Token would not match.
+	ErrInstanceID = errors.New("cassandra: instance id must be non-empty valid UTF-8")
+	// ErrCheckpointContended means a checkpoint could not be moved because other writers kept
+	// changing it; the caller may try again later. Its scans stay correct meanwhile.
+	ErrCheckpointContended = errors.New("cassandra: checkpoint kept changing under compare-and-set")
+)

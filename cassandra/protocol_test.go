@@ -1,0 +1,192 @@
+package cassandra_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/cassandra/storetest"
+	"github.com/retryring/retryring/window"
+)
+
+func TestCheckedDeletes(t *testing.T) {
+	ctx := ctxT(t)
+	st := storetest.Store(t, 1)
+	d := window.Date{Year: 2026, Month: time.October, Day: 9}
+	w := window.Window{Day: d, Minute: 42, Length: 1}
+	for _, write := range []func() error{
+		func() error { return st.InsertDay(ctx, d) },
+		func() error { return st.InsertWindow(ctx, w) },
+		func() error { return st.InsertInstance(ctx, w, "pod-1") },
+		func() error { return st.InsertBucket(ctx, w, "pod-1", 0) },
+	} {
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each level refuses while the level below holds a row.
+	if ok, err := st.DeleteInstanceChecked(ctx, w, "pod-1"); err != nil || ok {
+		t.Fatalf("instance with a bucket deleted: %v, %v", ok, err)
+	}
+	if ok, err := st.DeleteWindowChecked(ctx, w); err != nil || ok {
+		t.Fatalf("window with an instance deleted: %v, %v", ok, err)
+	}
+	if ok, err := st.DeleteDayChecked(ctx, d); err != nil || ok {
+		t.Fatalf("day with a window deleted: %v, %v", ok, err)
+	}
+	if ok, _ := st.HasWindow(ctx, w); !ok {
+		t.Fatal("refused delete removed the window")
+	}
+	// Bottom-up, each level goes once the level below is empty.
+	if err := st.DeleteBucket(ctx, w, "pod-1", 0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.DeleteInstanceChecked(ctx, w, "pod-1"); err != nil || !ok {
+		t.Fatalf("instance without buckets: %v, %v", ok, err)
+	}
+	if ok, err := st.DeleteWindowChecked(ctx, w); err != nil || !ok {
+		t.Fatalf("empty window: %v, %v", ok, err)
+	}
+	if ok, err := st.DeleteDayChecked(ctx, d); err != nil || !ok {
+		t.Fatalf("empty day: %v, %v", ok, err)
+	}
+	if ok, _ := st.HasDay(ctx, d); ok {
+		t.Fatal("day still there")
+	}
+}
+
+func TestGuardStopsEveryStatement(t *testing.T) {
+	ctx := ctxT(t)
+	st := storetest.Store(t, 1)
+	expired := errors.New("lease expired")
+	guarded := st.WithGuard(func(context.Context) error { return expired })
+	d := window.Date{Year: 2026, Month: time.October, Day: 10}
+	w := window.Window{Day: d, Minute: 1, Length: 1}
+	before := st.Statements()
+	checks := map[string]error{
+		"insert":     guarded.InsertWindow(ctx, w),
+		"delete":     guarded.DeleteWindow(ctx, w),
+		"checkpoint": guarded.LowerWindowCheckpoint(ctx, d, 5),
+	}
+	_, checks["scan"] = guarded.ListWindows(ctx, d, 0)
+	_, _, checks["page"] = guarded.ReadBucketPage(ctx, cassandraBucket(w), nil)
+	for name, err := range checks {
+		if !errors.Is(err, expired) {
+			t.Errorf("%s: %v, want the guard's error", name, err)
+		}
+	}
+	if n := st.Statements() - before; n != 0 {
+		t.Fatalf("%d statements sent past a refusing guard", n)
+	}
+	if ok, _ := st.HasWindow(ctx, w); ok {
+		t.Fatal("guarded insert reached Cassandra")
+	}
+}
+
+// injectAt returns a Store whose guard runs fn just before the statement number n (1-based)
+// that the Store sends: a deterministic way to put a late writer between a deleter's check
+// and its delete, or between its delete and its second check.
+func injectAt(st *cassandra.Store, n int, fn func()) *cassandra.Store {
+	var calls int
+	return st.WithGuard(func(context.Context) error {
+		calls++
+		if calls == n {
+			fn()
+		}
+		return nil
+	})
+}
+
+// Each checked delete, with a late writer publishing bottom-up right before the delete (n=2,
+// or 3 for a day whose check reads the checkpoint first) or right after it: the directory row
+// is there at the end, so the late rows stay reachable.
+func TestCheckedDeletesRaceLateWriters(t *testing.T) {
+	ctx := ctxT(t)
+	d := window.Date{Year: 2026, Month: time.October, Day: 11}
+	w := window.Window{Day: d, Minute: 300, Length: 1}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, phase := range []string{"before delete", "after delete"} {
+		t.Run("instance "+phase, func(t *testing.T) {
+			st := storetest.Store(t, 1)
+			must(st.InsertInstance(ctx, w, "pod-1")) // an instance whose buckets were all processed
+			n := map[string]int{"before delete": 2, "after delete": 3}[phase]
+			late := func() { // the late writer: tier 4 then tier 3
+				must(st.InsertBucket(ctx, w, "pod-1", 1<<24+7))
+				must(st.InsertInstance(ctx, w, "pod-1"))
+			}
+			gone, err := injectAt(st, n, late).DeleteInstanceChecked(ctx, w, "pod-1")
+			if err != nil || gone {
+				t.Fatalf("DeleteInstanceChecked = %v, %v; want kept", gone, err)
+			}
+			if in, _ := st.ListAllInstances(ctx, w, 0); len(in) != 1 {
+				t.Fatal("instance marker lost to a late writer")
+			}
+		})
+		t.Run("window "+phase, func(t *testing.T) {
+			st := storetest.Store(t, 1)
+			n := map[string]int{"before delete": 2, "after delete": 3}[phase]
+			must(st.InsertWindow(ctx, w)) // a window whose instances were all processed
+			late := func() {              // tier 3 then tier 2
+				must(st.InsertInstance(ctx, w, "pod-2"))
+				must(st.InsertWindow(ctx, w))
+			}
+			gone, err := injectAt(st, n, late).DeleteWindowChecked(ctx, w)
+			if err != nil || gone {
+				t.Fatalf("DeleteWindowChecked = %v, %v; want kept", gone, err)
+			}
+			if ok, _ := st.HasWindow(ctx, w); !ok {
+				t.Fatal("window row lost to a late writer")
+			}
+		})
+		t.Run("day "+phase, func(t *testing.T) {
+			st := storetest.Store(t, 1)
+			n := map[string]int{"before delete": 3, "after delete": 4}[phase]
+			must(st.InsertDay(ctx, d))
+			cp, _ := st.WindowCheckpoint(ctx, d)
+			if _, err := st.SetWindowCheckpoint(ctx, d, cp, 900); err != nil { // Node-0 got far
+				t.Fatal(err)
+			}
+			late := func() { // tier 2, window checkpoint, tier 1
+				must(st.InsertWindow(ctx, w))
+				must(st.LowerWindowCheckpoint(ctx, d, w.Minute))
+				must(st.InsertDay(ctx, d))
+			}
+			gone, err := injectAt(st, n, late).DeleteDayChecked(ctx, d)
+			if err != nil || gone {
+				t.Fatalf("DeleteDayChecked = %v, %v; want kept", gone, err)
+			}
+			if ok, _ := st.HasDay(ctx, d); !ok {
+				t.Fatal("day row lost to a late writer")
+			}
+		})
+	}
+}
+
+// The same interleaving against a plain check-then-delete loses the window: what the second
+// check is for.
+func TestUncheckedDeleteLosesToLateWriter(t *testing.T) {
+	ctx := ctxT(t)
+	st := storetest.Store(t, 1)
+	w := window.Window{Day: window.Date{Year: 2026, Month: time.October, Day: 12}, Minute: 5, Length: 1}
+	if busy, err := st.HasInstances(ctx, w); err != nil || busy { // gate 1 passes
+		t.Fatal(busy, err)
+	}
+	if err := st.InsertInstance(ctx, w, "pod-3"); err != nil { // the late writer, bottom-up
+		t.Fatal(err)
+	}
+	if err := st.InsertWindow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteWindow(ctx, w); err != nil { // the delete
+		t.Fatal(err)
+	}
+	if ok, _ := st.HasWindow(ctx, w); ok {
+		t.Fatal("expected the unchecked delete to hide the late write")
+	}
+}

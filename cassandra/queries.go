@@ -1,0 +1,115 @@
+package cassandra
+
+import "strings"
+
+// Every CQL statement the data plane runs lives in this file, so that a reader can check them
+// all against the schema in one place, and so that docs/schema.md can quote them. "KS." is
+// replaced by the keyspace when a Store is built: statements name their keyspace instead of
+// relying on a session keyspace, so that one session can serve several keyspaces (tests do).
+//
+// Every statement binds every partition-key column as a parameter, which is what lets gocql's
+// token-aware policy send it straight to a replica of that partition.
+const (
+	// Tier 1: the days of a year that may hold work.
+	cqlInsertDay = `INSERT INTO KS.es_days_by_year (region, cluster, service_name, year, date_of_year)
+VALUES (?, ?, ?, ?, ?)`
+	cqlSelectDays = `SELECT date_of_year FROM KS.es_days_by_year
+WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? AND date_of_year >= ?
+ORDER BY date_of_year ASC`
+	cqlSelectDay = `SELECT date_of_year FROM KS.es_days_by_year
+WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? AND date_of_year = ?`
+	cqlDeleteDay = `DELETE FROM KS.es_days_by_year
+WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? AND date_of_year = ?`
+
+	// Tier 2: the windows of a day that may hold work.
+	cqlInsertWindow = `INSERT INTO KS.es_retry_windows_by_day (region, cluster, service_name, date_of_year, minute_of_day)
+VALUES (?, ?, ?, ?, ?)`
+	cqlSelectWindows = `SELECT minute_of_day FROM KS.es_retry_windows_by_day
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day >= ?
+ORDER BY minute_of_day ASC`
+	cqlSelectWindow = `SELECT minute_of_day FROM KS.es_retry_windows_by_day
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?`
+	cqlDeleteWindow = `DELETE FROM KS.es_retry_windows_by_day
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?`
+
+	// Tier 3: the instance markers of a window, clustered by the token of the instance id.
+	cqlInsertInstance = `INSERT INTO KS.es_instances_by_retry_window
+(region, cluster, service_name, date_of_year, minute_of_day, instance_id_token, instance_id)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
+	cqlSelectInstancesInRange = `SELECT instance_id_token, instance_id FROM KS.es_instances_by_retry_window
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
+AND instance_id_token >= ? AND instance_id_token <= ?`
+	cqlSelectInstances = `SELECT instance_id_token, instance_id FROM KS.es_instances_by_retry_window
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?`
+	cqlSelectInstancesLimit = `SELECT instance_id_token, instance_id FROM KS.es_instances_by_retry_window
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
+LIMIT ?`
+	cqlDeleteInstance = `DELETE FROM KS.es_instances_by_retry_window
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
+AND instance_id_token = ? AND instance_id = ?`
+
+	// Tier 4: the buckets an instance wrote into in a window.
+	cqlInsertBucket = `INSERT INTO KS.es_buckets_by_instance
+(region, cluster, service_name, date_of_year, minute_of_day, instance_id, bucket_index)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
+	cqlSelectBuckets = `SELECT bucket_index FROM KS.es_buckets_by_instance
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ? AND instance_id = ?`
+	cqlDeleteBucket = `DELETE FROM KS.es_buckets_by_instance
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ? AND instance_id = ?
+AND bucket_index = ?`
+
+	// Tier 5: the failures of one bucket. Metadata only; the payload stays in the event store.
+	cqlInsertTransaction = `INSERT INTO KS.es_retry_transactions_by_instance
+(region, cluster, service_name, date_of_year, minute_of_day, instance_id, bucket_index,
+ transaction_id, added_datetime, allocation_key, stacksaga_impl_type, attempt)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	cqlSelectTransactions = `SELECT transaction_id, added_datetime, allocation_key, stacksaga_impl_type, attempt
+FROM KS.es_retry_transactions_by_instance
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
+AND instance_id = ? AND bucket_index = ?`
+	// The partition delete: one partition tombstone for the whole bucket, never counted by
+	// later reads, dropped whole by compaction.
+	cqlDeleteBucketPartition = `DELETE FROM KS.es_retry_transactions_by_instance
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
+AND instance_id = ? AND bucket_index = ?`
+	cqlDeleteTransaction = `DELETE FROM KS.es_retry_transactions_by_instance
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
+AND instance_id = ? AND bucket_index = ? AND transaction_id = ?`
+
+	// Scan checkpoints (see docs/schema.md): Paxos-managed single-row partitions.
+	cqlSelectWindowCheckpoint = `SELECT first_live_minute, version FROM KS.es_window_checkpoints
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ?`
+	cqlInsertWindowCheckpoint = `INSERT INTO KS.es_window_checkpoints
+(region, cluster, service_name, date_of_year, first_live_minute, version)
+VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS`
+	cqlUpdateWindowCheckpoint = `UPDATE KS.es_window_checkpoints SET first_live_minute = ?, version = ?
+WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? IF version = ?`
+	cqlSelectDayCheckpoint = `SELECT first_live_date, version FROM KS.es_day_checkpoints
+WHERE region = ? AND cluster = ? AND service_name = ? AND year = ?`
+	cqlInsertDayCheckpoint = `INSERT INTO KS.es_day_checkpoints
+(region, cluster, service_name, year, first_live_date, version)
+VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS`
+	cqlUpdateDayCheckpoint = `UPDATE KS.es_day_checkpoints SET first_live_date = ?, version = ?
+WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? IF version = ?`
+
+	// STRICT execution markers.
+	cqlSelectMarker = `SELECT execution_state, lease_owner, updated_at FROM KS.es_execution_markers
+WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
+	cqlInsertMarker = `INSERT INTO KS.es_execution_markers
+(service_name, transaction_id, span_key, execution_state, lease_owner, updated_at)
+VALUES (?, ?, ?, ?, ?, ?) USING TTL ?`
+
+	// Dead letters.
+	cqlInsertDeadLetter = `INSERT INTO KS.es_dead_letters
+(region, cluster, service_name, dead_day, transaction_id, instance_id, date_of_year, minute_of_day,
+ bucket_index, added_datetime, allocation_key, stacksaga_impl_type, attempt, last_status, last_error,
+ dead_at, worker_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	cqlSelectDeadLetters = `SELECT transaction_id, instance_id, date_of_year, minute_of_day, bucket_index,
+added_datetime, allocation_key, stacksaga_impl_type, attempt, last_status, last_error, dead_at, worker_id
+FROM KS.es_dead_letters
+WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ?`
+)
+
+// inKeyspace qualifies a statement's tables with ks.
+func inKeyspace(stmt, ks string) string { return strings.ReplaceAll(stmt, "KS.", ks+".") }
