@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/recorder"
+	"github.com/retryring/retryring/window"
+)
+
+func init() { extraCommands = append(extraCommands, newRecordCommand) }
+
+// recordOptions drive `retryring record`, a load generator that records failures as regular
+// service instances would.
+type recordOptions struct {
+	cf          cassandraFlags
+	ring        ringFlags
+	instances   int
+	count       int
+	rate        float64
+	backdate    time.Duration
+	concurrency int
+	bucketSize  int
+	implType    string
+	prefix      string
+}
+
+func newRecordCommand() *cobra.Command {
+	var o recordOptions
+	cmd := &cobra.Command{
+		Use:   "record",
+		Short: "Record failures as regular service instances would (load generator, legacy import)",
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd, os.LookupEnv)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRecord(cmd.Context(), cmd, o) },
+	}
+	fs := cmd.Flags()
+	o.cf.register(fs)
+	o.ring.register(fs)
+	fs.IntVar(&o.instances, "instances", 3, "number of regular-service instances recording (instance ids <service>-pod-<i>)")
+	fs.IntVar(&o.count, "count", 1000, "failures to record in all")
+	fs.Float64Var(&o.rate, "rate", 0, "failures per second in all; 0 records as fast as possible")
+	fs.DurationVar(&o.backdate, "backdate", 0, "write into the windows of this long ago (import of a legacy queue, tests); 0 writes into W+1")
+	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent writes")
+	fs.IntVar(&o.bucketSize, "bucket-size", recorder.DefaultBucketSize, "rows per bucket partition")
+	fs.StringVar(&o.implType, "impl-type", "PaymentStep", "saga step (stacksaga_impl_type) of the recorded failures")
+	fs.StringVar(&o.prefix, "tx-prefix", "", "transaction id prefix (default: a per-run prefix, so runs never collide)")
+	annotateEnv(cmd)
+	return cmd
+}
+
+func runRecord(ctx context.Context, cmd *cobra.Command, o recordOptions) error {
+	if o.instances < 1 || o.count < 0 || o.concurrency < 1 || o.rate < 0 {
+		return errors.New("record: --instances and --concurrency must be at least 1, --count and --rate not negative")
+	}
+	if o.prefix == "" {
+		o.prefix = fmt.Sprintf("tx-%d-", time.Now().UnixNano())
+	}
+	session, err := cassandra.Connect(ctx, o.cf.config())
+	if err != nil {
+		return err
+	}
+	defer session.Close()
+	store, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: o.cf.keyspace, Ring: o.ring.key(), WindowMinutes: o.ring.windowMinutes})
+	if err != nil {
+		return err
+	}
+	recs := make([]*recorder.Recorder, o.instances)
+	for i := range recs {
+		recs[i], err = recorder.New(store, recorder.Config{
+			InstanceID: fmt.Sprintf("%s-pod-%d", o.ring.service, i), BucketSize: o.bucketSize, Backdate: o.backdate,
+		})
+		if err != nil {
+			return err
+		}
+	}
+
+	if o.backdate > 0 {
+		return runBackdatedImport(ctx, cmd, o, recs)
+	}
+	start := time.Now()
+	var next, done, failed atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	for range o.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(o.count) || ctx.Err() != nil {
+					return
+				}
+				if o.rate > 0 { // the i-th failure is due at start + i/rate
+					due := start.Add(time.Duration(float64(i) / o.rate * float64(time.Second)))
+					if d := time.Until(due); d > 0 {
+						select {
+						case <-time.After(d):
+						case <-ctx.Done():
+							return
+						}
+					}
+				}
+				f := recorder.Failure{TransactionID: fmt.Sprintf("%s%d", o.prefix, i), ImplType: o.implType, AllocationKey: fmt.Sprint(i % 97)}
+				if _, err := recs[i%int64(len(recs))].Record(ctx, f); err != nil {
+					failed.Add(1)
+					errOnce.Do(func() { firstErr = err })
+					continue
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var statements uint64 // each recorder counts its own statements
+	for _, r := range recs {
+		statements += r.Stats().Statements
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "recorded %d failures (%d failed) across %d instances in %v: %.0f/s, %.3f statements per failure\n",
+		done.Load(), failed.Load(), o.instances, elapsed.Round(time.Millisecond),
+		float64(done.Load())/elapsed.Seconds(), float64(statements)/float64(max(done.Load(), 1)))
+	if firstErr != nil {
+		return fmt.Errorf("record: %d failures not recorded, first error: %w", failed.Load(), firstErr)
+	}
+	return ctx.Err()
+}
+
+// backdateBatch is how many failures one RecordAt call writes: the late protocol publishes the
+// directory bottom-up once per call, so batching keeps an import near one statement per failure.
+const backdateBatch = 1000
+
+// runBackdatedImport writes every failure into the window after the one the clock showed
+// --backdate ago: a window that is readable at once, written with the late protocol.
+func runBackdatedImport(ctx context.Context, cmd *cobra.Command, o recordOptions, recs []*recorder.Recorder) error {
+	start := time.Now()
+	target, err := window.Of(start.Add(-o.backdate), o.ring.windowMinutes)
+	if err != nil {
+		return err
+	}
+	target = target.Next()
+	var done int
+	for i := 0; i < o.count && ctx.Err() == nil; {
+		n := min(backdateBatch, o.count-i)
+		rec := recs[(i/backdateBatch)%len(recs)]
+		fs := make([]recorder.Failure, n)
+		for j := range fs {
+			fs[j] = recorder.Failure{TransactionID: fmt.Sprintf("%s%d", o.prefix, i+j), ImplType: o.implType, AllocationKey: fmt.Sprint((i + j) % 97)}
+		}
+		if err := rec.RecordAt(ctx, target, fs...); err != nil {
+			return fmt.Errorf("record: %d of %d failures imported into %v, then: %w", done, o.count, target, err)
+		}
+		done += n
+		i += n
+	}
+	elapsed := time.Since(start)
+	var statements uint64
+	for _, r := range recs {
+		statements += r.Stats().Statements
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "imported %d failures into window %v across %d instances in %v: %.0f/s, %.3f statements per failure\n",
+		done, target, len(recs), elapsed.Round(time.Millisecond), float64(done)/elapsed.Seconds(), float64(statements)/float64(max(done, 1)))
+	return ctx.Err()
+}
