@@ -1,0 +1,113 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/lease"
+)
+
+// bucketRun is one bucket being streamed and executed. Rows are dispatched page by page, each
+// into a slot of the worker's semaphore, so memory holds one page and the executions in flight,
+// never a whole bucket.
+type bucketRun struct {
+	key   cassandra.BucketKey
+	token int64
+
+	wg       sync.WaitGroup
+	seen     atomic.Int64 // rows dispatched
+	finished atomic.Int64 // rows done, dead-lettered or recorded again
+	stop     atomic.Bool  // a row was refused by the guard: dispatch no more
+	complete bool         // every page was read and every row dispatched
+	rowErr   atomic.Pointer[error]
+}
+
+// streamBucket reads the bucket page by page and dispatches every row. It returns when every
+// row is dispatched (not finished) or when it stopped early; finish waits for the rows.
+func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, token int64) (*bucketRun, error) {
+	run := &bucketRun{key: key, token: token}
+	rowCtx := context.WithoutCancel(ctx)
+	var state []byte
+	for page := 0; page == 0 || state != nil; page++ {
+		if run.stop.Load() {
+			return run, *run.rowErr.Load()
+		}
+		var rows []cassandra.Transaction
+		var next []byte
+		err := s.onToken(ctx, token, func(ctx context.Context) (err error) {
+			rows, next, err = s.store.ReadBucketPage(ctx, key, state)
+			return err
+		})
+		if err != nil {
+			return run, err
+		}
+		for _, t := range rows {
+			if run.stop.Load() {
+				return run, *run.rowErr.Load()
+			}
+			select {
+			case s.sem <- struct{}{}: // page-level backpressure: wait for a free execution slot
+			case <-ctx.Done():
+				return run, errors.Join(ErrStopped, ctx.Err())
+			}
+			run.seen.Add(1)
+			run.wg.Add(1)
+			go func(t cassandra.Transaction) {
+				defer run.wg.Done()
+				defer func() { <-s.sem }()
+				ok, err := s.runRow(rowCtx, key, token, t)
+				if ok {
+					run.finished.Add(1)
+					return
+				}
+				if err != nil && lease.IsGuardError(err) {
+					run.rowErr.CompareAndSwap(nil, &err)
+					run.stop.Store(true)
+				}
+				if err != nil && !lease.IsGuardError(err) {
+					s.log.Warn().Err(err).Str("transaction_id", t.ID).Str("instance_id", key.InstanceID).
+						Stringer("window", key.Window).Int("bucket", key.Bucket).Msg("row not finished")
+				}
+			}(t)
+		}
+		state = next
+	}
+	run.complete = true
+	return run, nil
+}
+
+// finish waits for the bucket's rows and, when every row read finished, deletes the bucket
+// partition and then its tier-4 row. It reports whether the bucket is gone. A partial bucket
+// (stopped, refused, a row that did not finish) is kept whole for a later pass.
+func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
+	run.wg.Wait()
+	seen, finished := run.seen.Load(), run.finished.Load()
+	k := run.key
+	if !run.complete || run.stop.Load() || finished != seen {
+		s.count(&s.stats.BucketsKept)
+		s.log.Info().Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).
+			Int64("rows_seen", seen).Int64("rows_finished", finished).Bool("read_whole", run.complete).
+			Msg("bucket kept")
+		return false
+	}
+	ctx = context.WithoutCancel(ctx) // a finished bucket is deleted even while the worker stops
+	if err := s.onToken(ctx, run.token, func(ctx context.Context) error { return s.store.DeleteBucketPartition(ctx, k) }); err != nil {
+		s.count(&s.stats.BucketsKept)
+		s.log.Warn().Err(err).Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).Msg("bucket not deleted")
+		return false
+	}
+	// Tier 4 goes after tier 5: a tier-4 row without its partition is harmless (the next pass
+	// reads an empty bucket and deletes the row), a partition without its tier-4 row is lost.
+	if err := s.onToken(ctx, run.token, func(ctx context.Context) error {
+		return s.store.DeleteBucket(ctx, k.Window, k.InstanceID, k.Bucket)
+	}); err != nil {
+		s.count(&s.stats.BucketsKept)
+		s.log.Warn().Err(err).Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).Msg("bucket row not deleted")
+		return false
+	}
+	s.count(&s.stats.BucketsDeleted)
+	return true
+}

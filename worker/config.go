@@ -1,0 +1,190 @@
+package worker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/window"
+)
+
+// Defaults of Config. A zero field in a Config means its default.
+const (
+	// DefaultWindowMinutes is the window length L. It must match the service's writers.
+	DefaultWindowMinutes = 1
+	// DefaultLookbackDays is the minimum history checked every cycle, even for days missing from
+	// es_days_by_year. Older days listed there are always checked too.
+	DefaultLookbackDays = 2
+	// DefaultMaxClockOffset bounds the clock error of every writer and worker (product.md).
+	DefaultMaxClockOffset = 2 * time.Second
+	// DefaultConcurrency is the number of executions in flight at most.
+	DefaultConcurrency = 100
+	// DefaultQueryTimeout bounds one CQL query (one page of a paged read).
+	DefaultQueryTimeout = time.Second
+	// DefaultExecTimeout bounds one execution.
+	DefaultExecTimeout = 1500 * time.Millisecond
+	// DefaultMarkerMargin is added to the execution timeout for the IN_PROGRESS marker's TTL.
+	DefaultMarkerMargin = 10 * time.Second
+	// DefaultMarkerRetention is how long a COMMITTED marker is kept: longer than any transaction
+	// stays in the directory.
+	DefaultMarkerRetention = 7 * 24 * time.Hour
+	// DefaultMaxAttempts is the number of executions after which a transient failure is
+	// dead-lettered.
+	DefaultMaxAttempts = 10
+	// DefaultMaxRetryDelay caps the backoff L × 2^attempt of a re-recorded transient failure.
+	DefaultMaxRetryDelay = 60 * time.Minute
+	// DefaultPageSize is the number of Tier 5 rows read per page of a bucket.
+	DefaultPageSize = 500
+	// DefaultIdleBackoff is how long Run waits after a cycle that found nothing to do, or while
+	// the guard refuses (no lease yet, or it expired).
+	DefaultIdleBackoff = time.Second
+)
+
+// Config configures a Worker. Zero values mean the documented defaults.
+//
+// The lease bounds the timeouts: the guard refuses an operation unless the lease has its timeout
+// plus the guard margin left, and a renewed lease has about TTL − renewal interval left at worst
+// (2 s with the coordinator's defaults). QueryTimeout and ExecTimeout must stay below that, or the
+// guard refuses every query or every execution.
+type Config struct {
+	// Region, Cluster and Service name the ring and the partition keys of every table. Required.
+	Region  string
+	Cluster string
+	Service string
+	// WorkerID is the lease owner written into IN_PROGRESS markers and sent to executors. Required.
+	WorkerID string
+
+	// WindowMinutes is the window length L: it divides 1440. Default DefaultWindowMinutes.
+	WindowMinutes int
+	// LookbackDays is the minimum history checked (today and the LookbackDays days before it),
+	// never a reason to skip an older day. Default DefaultLookbackDays.
+	LookbackDays int
+	// MaxClockOffset is how far any clock may be off: a window is read only once the clock is that
+	// far past its start, and deleted once that far past its end. Default DefaultMaxClockOffset.
+	MaxClockOffset time.Duration
+
+	// Concurrency bounds the executions in flight. Default DefaultConcurrency.
+	Concurrency int
+	// PageSize is the number of rows per page of a bucket; at least 100. Default DefaultPageSize.
+	PageSize int
+	// QueryTimeout bounds each CQL query and is what the guard demands before one.
+	// Default DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// ExecTimeout bounds each execution and is what the guard demands before one.
+	// Default DefaultExecTimeout.
+	ExecTimeout time.Duration
+	// MarkerMargin is added to ExecTimeout for the TTL of an IN_PROGRESS marker. Default DefaultMarkerMargin.
+	MarkerMargin time.Duration
+	// MarkerRetention is the TTL of a COMMITTED marker. Default DefaultMarkerRetention.
+	MarkerRetention time.Duration
+	// MaxAttempts is the number of executions after which a transient failure is dead-lettered.
+	// Default DefaultMaxAttempts.
+	MaxAttempts int
+	// MaxRetryDelay caps the delay L × 2^attempt before a transient failure is retried.
+	// Default DefaultMaxRetryDelay.
+	MaxRetryDelay time.Duration
+	// IdleBackoff is Run's pause after a cycle with nothing to do or a refused lease.
+	// Default DefaultIdleBackoff.
+	IdleBackoff time.Duration
+
+	// Clock tells the time: the wall clock (UTC) for windows and the same reading for the guard.
+	// Default lease.SystemClock. Tests inject a manual clock shared with the guard.
+	Clock lease.Clock
+	// Logger receives the worker's logs. The zero value logs nothing.
+	Logger zerolog.Logger
+}
+
+// withDefaults fills every zero field with its default.
+func (c Config) withDefaults() Config {
+	if c.WindowMinutes == 0 {
+		c.WindowMinutes = DefaultWindowMinutes
+	}
+	if c.LookbackDays == 0 {
+		c.LookbackDays = DefaultLookbackDays
+	}
+	if c.MaxClockOffset == 0 {
+		c.MaxClockOffset = DefaultMaxClockOffset
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = DefaultQueryTimeout
+	}
+	if c.ExecTimeout == 0 {
+		c.ExecTimeout = DefaultExecTimeout
+	}
+	if c.MarkerMargin == 0 {
+		c.MarkerMargin = DefaultMarkerMargin
+	}
+	if c.MarkerRetention == 0 {
+		c.MarkerRetention = DefaultMarkerRetention
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.MaxRetryDelay == 0 {
+		c.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	if c.IdleBackoff == 0 {
+		c.IdleBackoff = DefaultIdleBackoff
+	}
+	if c.Clock == nil {
+		c.Clock = lease.SystemClock{}
+	}
+	return c
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
+// Validate reports the first problem of c (after defaults), wrapped in ErrInvalidConfig.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if err := (lease.RingKey{Region: c.Region, Cluster: c.Cluster, Service: c.Service}).Validate(); err != nil {
+		return bad("%v", err)
+	}
+	if err := window.ValidateLength(c.WindowMinutes); err != nil {
+		return bad("%v", err)
+	}
+	switch {
+	case c.WorkerID == "":
+		return bad("worker id is empty")
+	case c.LookbackDays < 0:
+		return bad("lookback days %d is negative", c.LookbackDays)
+	case c.LookbackDays > 366:
+		// Last year's and this year's days are always listed; a longer lookback adds nothing.
+		return bad("lookback days %d is more than a year", c.LookbackDays)
+	case c.MaxClockOffset < 0:
+		return bad("max clock offset %v is negative", c.MaxClockOffset)
+	case c.MaxClockOffset >= time.Duration(c.WindowMinutes)*time.Minute:
+		// A window must close to writers before the next one does.
+		return bad("max clock offset %v must be shorter than a window (%d min)", c.MaxClockOffset, c.WindowMinutes)
+	case c.Concurrency < 1:
+		return bad("concurrency %d must be at least 1", c.Concurrency)
+	case c.PageSize < 100:
+		return bad("page size %d is below 100", c.PageSize)
+	case c.QueryTimeout <= 0 || c.ExecTimeout <= 0:
+		return bad("timeouts must be positive (query %v, exec %v)", c.QueryTimeout, c.ExecTimeout)
+	case c.MarkerMargin < 0:
+		return bad("marker margin %v is negative", c.MarkerMargin)
+	case c.MarkerRetention < time.Second:
+		return bad("marker retention %v is below one second", c.MarkerRetention)
+	case c.MaxAttempts < 1:
+		return bad("max attempts %d must be at least 1", c.MaxAttempts)
+	case c.MaxRetryDelay < 0:
+		// window.Ahead never retries earlier than the next window, whatever the cap.
+		return bad("max retry delay %v is negative", c.MaxRetryDelay)
+	case c.IdleBackoff < 0:
+		return bad("idle backoff %v is negative", c.IdleBackoff)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+// Package worker is a retry worker's data plane: the traversal of the five-tier retry directory,
+// the execution of what it finds under STRICT execution markers, the data compaction of what it
+// finished (tiers 5, 4, 3), and, while it is Node-0, the directory compaction of tiers 2 and 1
+// behind the two gates.
+//
+// What it owns: the order of the traversal, the bounded and backpressured execution of rows,
+// what a transient or permanent failure becomes, and every delete of the retry directory.
+//
+// What it must never do:
+//   - run a CQL query or an execution that the guard (the lease) did not allow just before, with
+//     that operation's timeout as the validity it needs; touch an instance whose token lies
+//     outside the current lease;
+//   - delete a bucket partition unless every row read from it finished (done, dead-lettered, or
+//     recorded again into a later window); a partial bucket is kept whole;
+//   - delete a tier-2 window or a tier-1 day unless it is Node-0 and both gates passed;
+//   - execute a step whose marker is COMMITTED;
+//   - trust a directory delete blindly: after deleting an instance marker, a window or a day it
+//     reads once more, and writes the row back if a late write (an import) raced with the delete;
+//   - skip a day for being old: every live day of last year and this year is visited.
+//
+// # The traversal, by example
+//
+// A cycle (Scanner.Cycle) goes down the tiers, oldest first:
+//
+//	tier 1  es_days_by_year              days of last year and this year, from the year's checkpoint,
+//	                                     plus the lookback days (today and LookbackDays before)
+//	tier 2  es_retry_windows_by_day      per day, windows from the day's checkpoint, earliest first,
+//	                                     up to the first one not readable (clock < start + offset)
+//	tier 3  es_instances_by_retry_window per window, one query per leased range:
+//	                                     instance_id_token >= start AND instance_id_token <= end
+//	tier 4  es_buckets_by_instance       per instance, its buckets
+//	tier 5  es_retry_transactions_by_instance
+//	                                     per bucket, rows page by page; each row takes a slot of
+//	                                     the Concurrency semaphore before it runs, so the next page is
+//	                                     read only when the current one is dispatched
+//
+// Each row: read its marker (span_key = impl type); COMMITTED → skip for good; another worker's
+// IN_PROGRESS that has not expired → leave the row for a later pass; else write IN_PROGRESS
+// (TTL = ExecTimeout + MarkerMargin), execute, then COMMITTED (TTL = MarkerRetention) on success,
+// re-record into the window L×2^attempt minutes ahead (capped) with attempt+1 on a transient
+// failure, dead-letter on a permanent one or after MaxAttempts executions. When every row of a
+// bucket finished, the bucket partition is deleted (one partition tombstone), then its tier-4
+// row; when every bucket of an instance is gone, its tier-3 marker. Then, if the lease makes this
+// worker Node-0, the directory compaction pass (see compact.go).
+//
+// Every query and every execution goes through the guard first, with its own timeout as the
+// validity it needs, and runs bounded by that timeout. A refusal keeps what it interrupted: the
+// bucket and the instance stay whole for a later pass, by this worker or the next owner of the
+// token.
+//
+// Wiring it up:
+//
+//	st, _ := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: ks, Ring: ring, WindowMinutes: 1})
+//	ex, _ := executor.NewHTTP(executor.HTTPConfig{URL: executorURL})
+//	sc, err := worker.New(worker.Config{
+//		Region: "eu", Cluster: "c1", Service: "orders", WorkerID: "worker-1",
+//	}, st, leaseClient.Guard(), ex)
+//	// leaseclient.Config{Drain: sc.Drain} lets the lease client wait for work on dropped tokens.
+//	prometheus.MustRegister(worker.NewMetrics(sc))
+//	go sc.Run(ctx) // cycles until ctx ends; sc.Stats() for counters
+package worker

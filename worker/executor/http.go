@@ -1,0 +1,153 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"syscall"
+
+	"github.com/retryring/retryring/worker"
+)
+
+// ErrInvalidConfig means an HTTPConfig failed validation.
+var ErrInvalidConfig = errors.New("executor: invalid configuration")
+
+// IdempotencyHeader carries the transaction id, so that a downstream service can recognise a step
+// executed twice (a worker may crash between the call and its COMMITTED marker).
+const IdempotencyHeader = "Idempotency-Key"
+
+// maxErrorBody is how much of a failed response's body is kept in the outcome's error (and so in
+// the dead letter).
+const maxErrorBody = 512
+
+// HTTPConfig configures an HTTP executor.
+type HTTPConfig struct {
+	// URL receives a POST per task. Required: http or https.
+	URL string
+	// Client sends the requests. Default: a client with its own transport and no overall timeout
+	// (the worker bounds every execution through its context).
+	Client *http.Client
+}
+
+// HTTP is the Executor of the binary: one JSON POST per task.
+type HTTP struct {
+	url    string
+	client *http.Client
+}
+
+// NewHTTP checks cfg and returns an executor.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: executor url %q must be an absolute http(s) URL", ErrInvalidConfig, cfg.URL)
+	}
+	c := cfg.Client
+	if c == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 128 // a worker runs up to --concurrency calls to one host
+		c = &http.Client{Transport: tr}
+	}
+	return &HTTP{url: u.String(), client: c}, nil
+}
+
+// Request is the JSON body of each POST (product.md, "Executor").
+type Request struct {
+	TransactionID string `json:"transaction_id"`
+	ServiceName   string `json:"service_name"`
+	Region        string `json:"region"`
+	Cluster       string `json:"cluster"`
+	InstanceID    string `json:"instance_id"`
+	AllocationKey string `json:"allocation_key"`
+	ImplType      string `json:"impl_type"`
+	Attempt       int    `json:"attempt"`
+	WindowDate    string `json:"window_date"`   // YYYY-MM-DD (UTC)
+	WindowMinute  int    `json:"window_minute"` // minute_of_day of the window's first minute
+	WorkerID      string `json:"worker_id"`
+	LeaseEpoch    uint64 `json:"lease_epoch"`
+}
+
+// RequestOf is the body sent for t.
+func RequestOf(t worker.Task) Request {
+	return Request{
+		TransactionID: t.TransactionID,
+		ServiceName:   t.ServiceName,
+		Region:        t.Region,
+		Cluster:       t.Cluster,
+		InstanceID:    t.InstanceID,
+		AllocationKey: t.AllocationKey,
+		ImplType:      t.ImplType,
+		Attempt:       t.Attempt,
+		WindowDate:    t.Window.Day.String(),
+		WindowMinute:  t.Window.Minute,
+		WorkerID:      t.WorkerID,
+		LeaseEpoch:    t.LeaseEpoch,
+	}
+}
+
+// Execute POSTs t and classifies the answer. It returns when ctx ends at the latest.
+func (h *HTTP) Execute(ctx context.Context, t worker.Task) worker.Outcome {
+	body, err := json.Marshal(RequestOf(t))
+	if err != nil {
+		return worker.Outcome{Kind: worker.Permanent, Err: fmt.Errorf("executor: encode task: %w", err)}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return worker.Outcome{Kind: worker.Permanent, Err: fmt.Errorf("executor: build request: %w", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(IdempotencyHeader, t.TransactionID)
+
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return worker.Outcome{Kind: worker.Transient, Err: transportError(ctx, err)}
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	// Drain a little more so that the connection can be reused; give up on huge bodies.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+
+	kind := Classify(resp.StatusCode)
+	out := worker.Outcome{Kind: kind, Status: resp.StatusCode}
+	if kind != worker.Done {
+		out.Err = fmt.Errorf("executor: %s: %s", resp.Status, bytes.TrimSpace(snippet))
+	}
+	return out
+}
+
+// Classify maps an HTTP status to an outcome kind.
+func Classify(status int) worker.OutcomeKind {
+	switch {
+	case status >= 200 && status < 300, status == http.StatusConflict:
+		return worker.Done
+	case status >= 500,
+		status == http.StatusRequestTimeout,
+		status == http.StatusTooEarly,
+		status == http.StatusTooManyRequests:
+		return worker.Transient
+	case status >= 400:
+		return worker.Permanent
+	default:
+		return worker.Transient
+	}
+}
+
+// transportError names the usual transient causes so that dead letters read well.
+func transportError(ctx context.Context, err error) error {
+	var ne net.Error
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("executor: timeout: %w", err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("executor: connection refused: %w", err)
+	case errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("executor: timeout: %w", err)
+	default:
+		return fmt.Errorf("executor: %w", err)
+	}
+}

@@ -1,0 +1,139 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/window"
+	"github.com/retryring/retryring/worker"
+)
+
+func task() worker.Task {
+	return worker.Task{
+		TransactionID: "tx-1", ServiceName: "orders", Region: "eu", Cluster: "c1", InstanceID: "pod-a",
+		AllocationKey: "alloc", ImplType: "Payment", Attempt: 2,
+		Window:   window.Window{Day: window.Date{Year: 2026, Month: time.March, Day: 9}, Minute: 615, Length: 5},
+		WorkerID: "w1", LeaseEpoch: 7,
+	}
+}
+
+func TestHTTPSendsTheTaskWithAnIdempotencyKey(t *testing.T) {
+	var got map[string]any
+	var key, ctype string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, ctype = r.Header.Get(IdempotencyHeader), r.Header.Get("Content-Type")
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Errorf("body %q: %v", body, err)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	ex, err := NewHTTP(HTTPConfig{URL: srv.URL + "/retry"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := ex.Execute(context.Background(), task())
+	if out.Kind != worker.Done || out.Status != 204 || out.Err != nil {
+		t.Fatalf("outcome %+v, want done", out)
+	}
+	if key != "tx-1" || ctype != "application/json" {
+		t.Fatalf("Idempotency-Key %q, Content-Type %q", key, ctype)
+	}
+	want := map[string]any{
+		"transaction_id": "tx-1", "service_name": "orders", "region": "eu", "cluster": "c1",
+		"instance_id": "pod-a", "allocation_key": "alloc", "impl_type": "Payment", "attempt": 2.0,
+		"window_date": "2026-03-09", "window_minute": 615.0, "worker_id": "w1", "lease_epoch": 7.0,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("body %v has %d fields, want %d", got, len(got), len(want))
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v (%T), want %v", k, got[k], got[k], v)
+		}
+	}
+}
+
+func TestHTTPClassifiesStatuses(t *testing.T) {
+	cases := map[int]worker.OutcomeKind{
+		200: worker.Done, 201: worker.Done, 204: worker.Done, 409: worker.Done,
+		500: worker.Transient, 502: worker.Transient, 503: worker.Transient, 504: worker.Transient,
+		408: worker.Transient, 425: worker.Transient, 429: worker.Transient,
+		400: worker.Permanent, 401: worker.Permanent, 403: worker.Permanent, 404: worker.Permanent,
+		410: worker.Permanent, 422: worker.Permanent,
+		304: worker.Transient,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var status int
+		for code := range cases {
+			if r.URL.Path == "/"+http.StatusText(code) {
+				status = code
+			}
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, "why: "+http.StatusText(status))
+	}))
+	defer srv.Close()
+	for code, want := range cases {
+		ex, err := NewHTTP(HTTPConfig{URL: srv.URL + "/" + http.StatusText(code)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ex.Execute(context.Background(), task())
+		if out.Kind != want || out.Status != code {
+			t.Errorf("status %d: %+v, want %v", code, out, want)
+		}
+		if want != worker.Done && code != 304 && (out.Err == nil || !strings.Contains(out.Err.Error(), "why:")) {
+			t.Errorf("status %d: error %v should quote the response", code, out.Err)
+		}
+	}
+}
+
+func TestHTTPTransportFailuresAreTransient(t *testing.T) {
+	// Refused: a port that was listening a moment ago.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ex, _ := NewHTTP(HTTPConfig{URL: "http://" + addr + "/"})
+	out := ex.Execute(context.Background(), task())
+	if out.Kind != worker.Transient || out.Status != 0 || !strings.Contains(out.Err.Error(), "refused") {
+		t.Fatalf("refused connection: %+v", out)
+	}
+
+	// Timeout: the server answers after the execution's deadline.
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	ex, _ = NewHTTP(HTTPConfig{URL: srv.URL})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	out = ex.Execute(ctx, task())
+	if out.Kind != worker.Transient || !strings.Contains(out.Err.Error(), "timeout") {
+		t.Fatalf("timeout: %+v", out)
+	}
+}
+
+func TestNewHTTPRefusesBadURLs(t *testing.T) {
+	for _, u := range []string{"", "localhost:8080", "ftp://x/y", "http://", "::"} {
+		if _, err := NewHTTP(HTTPConfig{URL: u}); err == nil {
+			t.Errorf("NewHTTP(%q) accepted", u)
+		}
+	}
+}

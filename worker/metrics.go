@@ -1,0 +1,77 @@
+package worker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics exposes a Scanner's Stats to Prometheus: register it once per process,
+// prometheus.MustRegister(worker.NewMetrics(sc)). Counters carry no per-worker label (a process
+// is one worker; the scrape target says which).
+type Metrics struct {
+	sc       *Scanner
+	counters []counterMetric
+	inFlight *prometheus.Desc
+}
+
+type counterMetric struct {
+	desc  *prometheus.Desc
+	value func(Stats) uint64
+	label string // the value of the one label, if the desc has one
+}
+
+// NewMetrics returns the collector of sc's counters.
+func NewMetrics(sc *Scanner) *Metrics {
+	name := func(n string) string { return prometheus.BuildFQName("retryring", "worker", n) }
+	executions := prometheus.NewDesc(name("executions_total"),
+		"Executions of retried steps, by outcome (done, transient, permanent).", []string{"outcome"}, nil)
+	simple := func(n, help string, v func(Stats) uint64) counterMetric {
+		return counterMetric{desc: prometheus.NewDesc(name(n), help, nil, nil), value: v}
+	}
+	return &Metrics{
+		sc: sc,
+		counters: []counterMetric{
+			{desc: executions, label: "done", value: func(s Stats) uint64 { return s.Done }},
+			{desc: executions, label: "transient", value: func(s Stats) uint64 { return s.Transient }},
+			{desc: executions, label: "permanent", value: func(s Stats) uint64 { return s.Permanent }},
+			simple("cycles_total", "Traversal cycles run.", func(s Stats) uint64 { return s.Cycles }),
+			simple("committed_total", "COMMITTED markers written after successful executions.", func(s Stats) uint64 { return s.Committed }),
+			simple("rerecorded_total", "Transient failures recorded again into a later window.", func(s Stats) uint64 { return s.Rerecorded }),
+			simple("dead_lettered_total", "Failures given up on (permanent, or out of attempts).", func(s Stats) uint64 { return s.DeadLettered }),
+			simple("skipped_committed_total", "Rows not executed because their step was already COMMITTED.", func(s Stats) uint64 { return s.SkippedCommitted }),
+			simple("skipped_in_progress_total", "Rows left for later because another worker's IN_PROGRESS marker was alive.", func(s Stats) uint64 { return s.SkippedInProgress }),
+			simple("skipped_busy_total", "Rows left for later because the same step was running from another bucket.", func(s Stats) uint64 { return s.SkippedBusy }),
+			simple("buckets_deleted_total", "Bucket partitions deleted after every row finished.", func(s Stats) uint64 { return s.BucketsDeleted }),
+			simple("buckets_kept_total", "Buckets kept because not every row finished.", func(s Stats) uint64 { return s.BucketsKept }),
+			simple("instances_deleted_total", "Tier-3 instance markers deleted.", func(s Stats) uint64 { return s.InstancesDeleted }),
+			simple("windows_deleted_total", "Tier-2 windows deleted by Node-0.", func(s Stats) uint64 { return s.WindowsDeleted }),
+			simple("days_deleted_total", "Tier-1 days deleted by Node-0.", func(s Stats) uint64 { return s.DaysDeleted }),
+			simple("restored_total", "Directory rows written back because a late write raced with their delete.", func(s Stats) uint64 { return s.Restored }),
+			simple("guard_refusals_total", "Queries and executions the lease guard refused.", func(s Stats) uint64 { return s.GuardRefusals }),
+			simple("errors_total", "Queries that failed and executors that panicked.", func(s Stats) uint64 { return s.Errors }),
+		},
+		inFlight: prometheus.NewDesc(name("executions_in_flight"), "Executions under way.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	seen := map[*prometheus.Desc]bool{}
+	for _, c := range m.counters {
+		if !seen[c.desc] {
+			seen[c.desc] = true
+			ch <- c.desc
+		}
+	}
+	ch <- m.inFlight
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	s := m.sc.Stats()
+	for _, c := range m.counters {
+		var labels []string
+		if c.label != "" {
+			labels = []string{c.label}
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.value(s)), labels...)
+	}
+	ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(len(m.sc.sem)))
+}

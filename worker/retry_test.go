@@ -1,0 +1,121 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/window"
+)
+
+// TestTransientsComeBackAndPermanentsAreDeadLettered: a transient failure is recorded again
+// into a later window, attempt+1, and runs there; one that keeps failing is dead-lettered after
+// MaxAttempts executions; a permanent failure is dead-lettered at once; nothing is left behind.
+func TestTransientsComeBackAndPermanentsAreDeadLettered(t *testing.T) {
+	e := newEnv(t, 1, noon)
+	w := e.win(window.DateOf(noon), 700)
+	e.record("pod-a", w, 10, "ok", "third-time", "permanent", "never")
+	e.record("pod-b", w, 10, "b-third-time")
+
+	ex := &recordingExecutor{answer: func(task Task, before int) Outcome {
+		unavailable := Outcome{Kind: Transient, Status: 503, Err: errors.New("503 Service Unavailable")}
+		switch task.TransactionID {
+		case "third-time", "b-third-time":
+			if before < 2 {
+				return unavailable
+			}
+		case "permanent":
+			return Outcome{Kind: Permanent, Status: 422, Err: errors.New("422 Unprocessable Entity")}
+		case "never":
+			return unavailable
+		}
+		return Outcome{Kind: Done, Status: 200}
+	}}
+	cfg := e.config("w0")
+	cfg.MaxAttempts = 3
+	sc := e.scanner(cfg, e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
+
+	// Each round drains what is readable, then moves the clock past every retry delay.
+	for round := 0; round < 6; round++ {
+		drain(t, sc, 4)
+		e.clock.Advance(10 * time.Minute)
+	}
+	drain(t, sc, 4)
+
+	byTx := map[string][]Task{}
+	for _, task := range ex.all() {
+		byTx[task.TransactionID] = append(byTx[task.TransactionID], task)
+	}
+	wantRuns := map[string]int{"ok": 1, "third-time": 3, "b-third-time": 3, "permanent": 1, "never": 3}
+	for id, n := range wantRuns {
+		runs := byTx[id]
+		if len(runs) != n {
+			t.Errorf("%s ran %d times, want %d", id, len(runs), n)
+			continue
+		}
+		for i, task := range runs {
+			if task.Attempt != i {
+				t.Errorf("%s run %d carried attempt %d, want %d", id, i, task.Attempt, i)
+			}
+			if i > 0 && task.Window.Compare(runs[i-1].Window) <= 0 {
+				t.Errorf("%s run %d came from %s, not later than %s", id, i, task.Window, runs[i-1].Window)
+			}
+			if task.InstanceID != runs[0].InstanceID {
+				t.Errorf("%s was re-recorded under %s, not its own instance %s", id, task.InstanceID, runs[0].InstanceID)
+			}
+		}
+	}
+	// The first retry of a failure from window w at attempt 0 comes L×2^0 minutes later or
+	// more (a window that starts too soon for the writes is pushed one further).
+	if r := byTx["third-time"]; len(r) == 3 && r[1].Window.Start().Before(w.Start().Add(time.Minute)) {
+		t.Errorf("first retry in %s, before one window after %s", r[1].Window, w)
+	}
+	for _, id := range []string{"ok", "third-time", "b-third-time"} {
+		if m, ok := e.marker(id); !ok || m.State != cassandra.MarkerCommitted {
+			t.Errorf("%s: marker %+v, %v; want COMMITTED", id, m, ok)
+		}
+	}
+
+	var dead []cassandra.DeadLetter
+	for d := window.DateOf(noon); !d.After(window.DateOf(e.clock.Now())); d = d.AddDays(1) {
+		ds, err := e.store.ListDeadLetters(context.Background(), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, ds...)
+	}
+	sort.Slice(dead, func(i, j int) bool { return dead[i].Transaction.ID < dead[j].Transaction.ID })
+	if len(dead) != 2 || dead[0].Transaction.ID != "never" || dead[1].Transaction.ID != "permanent" {
+		t.Fatalf("dead letters %+v; want never and permanent", dead)
+	}
+	if d := dead[0]; d.LastStatus != 503 || d.Transaction.Attempt != 3 || d.LastError == "" || d.WorkerID != "w0" ||
+		d.Bucket.InstanceID != "pod-a" || d.Transaction.ImplType != "Payment" || d.Transaction.AllocationKey != "k-never" {
+		t.Errorf("dead letter of never: %+v", d)
+	}
+	if d := dead[1]; d.LastStatus != 422 || d.Transaction.Attempt != 1 || d.Bucket.Window != w {
+		t.Errorf("dead letter of permanent: %+v", d)
+	}
+	s := sc.Stats()
+	if s.DeadLettered != 2 || s.Rerecorded != 6 || s.Transient != 7 || s.Permanent != 1 || s.BucketsKept != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	e.assertDrained(DefaultMaxClockOffset)
+}
+
+// TestRetryDelay: L × 2^attempt minutes, capped.
+func TestRetryDelay(t *testing.T) {
+	for _, c := range []struct {
+		l, attempt int
+		want       time.Duration
+	}{
+		{1, 0, time.Minute}, {1, 1, 2 * time.Minute}, {1, 5, 32 * time.Minute}, {1, 6, time.Hour},
+		{1, 1000, time.Hour}, {5, 2, 20 * time.Minute}, {30, 1, time.Hour}, {1440, 0, time.Hour},
+	} {
+		if got := RetryDelay(c.l, c.attempt, time.Hour); got != c.want {
+			t.Errorf("RetryDelay(%d, %d) = %v, want %v", c.l, c.attempt, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/window"
+)
+
+// runRow takes one Tier 5 row through the STRICT marker protocol and reports whether it
+// finished: done (or already COMMITTED), recorded again into a later window, or dead-lettered.
+// Anything else (a refusal, a failed query) leaves the row unfinished, so its bucket is kept and
+// a later pass sees the row again.
+//
+// ctx is not the worker's run context: a row that started runs to its end, each step bounded by
+// its timeout and allowed by the guard, so that a stopping worker does not leave markers behind
+// that it could have written.
+func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64, t cassandra.Transaction) (bool, error) {
+	end := s.inflight.begin(tokenScope(token)) // Drain waits for the whole protocol, not one step
+	defer end()
+
+	key := txKey{t.ID, t.ImplType}
+	if _, dup := s.busy.LoadOrStore(key, struct{}{}); dup {
+		// The same step from another bucket (a kept bucket and its re-recorded copy) is running
+		// now; leave this copy for a pass that will find its marker.
+		s.count(&s.stats.SkippedBusy)
+		return false, nil
+	}
+	defer s.busy.Delete(key)
+
+	span := t.ImplType
+	var m cassandra.Marker
+	var found bool
+	err := s.onToken(ctx, token, func(ctx context.Context) (err error) {
+		m, found, err = s.store.Marker(ctx, t.ID, span)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case found && m.State == cassandra.MarkerCommitted:
+		s.count(&s.stats.SkippedCommitted)
+		return true, nil
+	case found && m.State == cassandra.MarkerInProgress && m.Owner != s.cfg.WorkerID:
+		// Another worker started this step less than its execution timeout plus MarkerMargin ago
+		// (the marker's TTL). Token leases keep one instance's rows to one worker, so this is
+		// either the same step recorded under two instances, which may be running right now, or
+		// the marker of a worker that died mid-call, which expires soon. Leave the row for a pass
+		// after the marker turned COMMITTED or expired.
+		s.count(&s.stats.SkippedInProgress)
+		return false, nil
+	}
+	// No marker, or our own IN_PROGRESS from a call whose outcome was never marked: execute (the
+	// executor's idempotency key covers a call that did reach the downstream service).
+	err = s.onToken(ctx, token, func(ctx context.Context) error {
+		return s.store.MarkInProgress(ctx, t.ID, span, s.cfg.WorkerID, s.now(), s.cfg.ExecTimeout+s.cfg.MarkerMargin)
+	})
+	if err != nil {
+		return false, err
+	}
+
+	var out Outcome
+	err = s.run(ctx, tokenScope(token), s.cfg.ExecTimeout,
+		func(need time.Duration) (lease.Lease, error) { return s.guard.CheckToken(token, need) },
+		func(ctx context.Context, l lease.Lease) error {
+			out = s.execute(ctx, s.task(b, t, l.Epoch))
+			return nil
+		})
+	if err != nil {
+		return false, err
+	}
+	s.count(&s.stats.Executed)
+
+	switch out.Kind {
+	case Done:
+		s.count(&s.stats.Done)
+		err := s.onToken(ctx, token, func(ctx context.Context) error {
+			return s.store.MarkCommitted(ctx, t.ID, span, s.cfg.WorkerID, s.now(), s.cfg.MarkerRetention)
+		})
+		if err != nil {
+			// The step ran but is not marked: the row stays, and the next pass executes it again
+			// under the same idempotency key.
+			return false, err
+		}
+		s.count(&s.stats.Committed)
+		return true, nil
+	case Permanent:
+		s.count(&s.stats.Permanent)
+		return s.deadLetter(ctx, b, token, t, out)
+	default:
+		s.count(&s.stats.Transient)
+		if t.Attempt+1 >= s.cfg.MaxAttempts {
+			return s.deadLetter(ctx, b, token, t, out)
+		}
+		return s.rerecord(ctx, b, token, t)
+	}
+}
+
+// execute calls the executor; a panic becomes a transient failure.
+func (s *Scanner) execute(ctx context.Context, task Task) (out Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.count(&s.stats.Errors)
+			s.log.Error().Str("transaction_id", task.TransactionID).Interface("panic", r).Msg("executor panicked")
+			out = Outcome{Kind: Transient, Err: fmt.Errorf("worker: executor panicked: %v", r)}
+		}
+	}()
+	out = s.exec.Execute(ctx, task)
+	switch out.Kind {
+	case Done, Transient, Permanent:
+	default:
+		out = Outcome{Kind: Transient, Status: out.Status, Err: fmt.Errorf("worker: executor returned no outcome (%v): %w", out.Kind, out.Err)}
+	}
+	return out
+}
+
+func (s *Scanner) task(b cassandra.BucketKey, t cassandra.Transaction, epoch uint64) Task {
+	return Task{
+		TransactionID: t.ID,
+		ServiceName:   s.cfg.Service,
+		Region:        s.cfg.Region,
+		Cluster:       s.cfg.Cluster,
+		InstanceID:    b.InstanceID,
+		AllocationKey: t.AllocationKey,
+		ImplType:      t.ImplType,
+		Attempt:       t.Attempt,
+		AddedAt:       t.AddedAt,
+		Window:        b.Window,
+		WorkerID:      s.cfg.WorkerID,
+		LeaseEpoch:    epoch,
+	}
+}
+
+// RetryDelay is how long after now a transient failure whose row had attempt is retried:
+// L × 2^attempt minutes, capped at maxDelay.
+func RetryDelay(windowMinutes, attempt int, maxDelay time.Duration) time.Duration {
+	d := time.Duration(windowMinutes) * time.Minute
+	for i := 0; i < attempt && d < maxDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxDelay)
+}
+
+// rerecordSteps is the number of writes of a re-recording (tiers 1 to 5).
+const rerecordSteps = 5
+
+// rerecord writes t again, attempt+1, under its own instance id into the window RetryDelay ahead,
+// tier 1 first and tier 5 last, each write allowed by the guard on the instance's token (it is
+// the same instance, so the same token). Only when all five writes succeeded is the row finished.
+//
+// Every write must be acknowledged before the target window starts: a reader opens it
+// max_clock_offset later, and a write still in flight then could land in a bucket that reader
+// already read and is about to delete. So a target that starts too soon for five query timeouts
+// is pushed to a later window, and the writes are bounded by its start. A write that misses the
+// deadline leaves the row unfinished (the source bucket is kept); the directory rows already
+// written lead to nothing and are compacted like any empty ones.
+func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, token int64, t cassandra.Transaction) (bool, error) {
+	now := s.now()
+	target, err := window.Ahead(now, s.cfg.WindowMinutes, RetryDelay(s.cfg.WindowMinutes, t.Attempt, s.cfg.MaxRetryDelay))
+	if err != nil {
+		return false, s.failed(err)
+	}
+	for target.Start().Sub(now) < rerecordSteps*s.cfg.QueryTimeout {
+		target = target.Next()
+	}
+	ctx, cancel := context.WithTimeout(ctx, target.Start().Sub(now))
+	defer cancel()
+
+	next := t
+	next.Attempt = t.Attempt + 1
+	to := cassandra.BucketKey{Window: target, InstanceID: b.InstanceID, Bucket: 0}
+	steps := [rerecordSteps]func(ctx context.Context) error{
+		func(ctx context.Context) error { return s.store.InsertDay(ctx, target.Day) },
+		func(ctx context.Context) error { return s.store.InsertWindow(ctx, target) },
+		func(ctx context.Context) error { return s.store.InsertInstance(ctx, target, b.InstanceID) },
+		func(ctx context.Context) error { return s.store.InsertBucket(ctx, target, b.InstanceID, to.Bucket) },
+		func(ctx context.Context) error { return s.store.InsertTransaction(ctx, to, next) },
+	}
+	for _, step := range steps {
+		if err := s.onToken(ctx, token, step); err != nil {
+			return false, err
+		}
+	}
+	s.count(&s.stats.Rerecorded)
+	s.log.Debug().Str("transaction_id", t.ID).Str("instance_id", b.InstanceID).
+		Stringer("window", target).Int("attempt", next.Attempt).Msg("recorded again")
+	return true, nil
+}
+
+// deadLetter gives t up, keeping its metadata, the last outcome, and the attempts made.
+func (s *Scanner) deadLetter(ctx context.Context, b cassandra.BucketKey, token int64, t cassandra.Transaction, out Outcome) (bool, error) {
+	dl := cassandra.DeadLetter{
+		Bucket:      b,
+		Transaction: t,
+		LastStatus:  out.Status,
+		DeadAt:      s.now(),
+		WorkerID:    s.cfg.WorkerID,
+	}
+	dl.Transaction.Attempt = t.Attempt + 1 // executions made, this one included
+	if out.Err != nil {
+		dl.LastError = out.Err.Error()
+	}
+	err := s.onToken(ctx, token, func(ctx context.Context) error { return s.store.InsertDeadLetter(ctx, dl) })
+	if err != nil {
+		return false, err
+	}
+	s.count(&s.stats.DeadLettered)
+	s.log.Info().Str("transaction_id", t.ID).Str("instance_id", b.InstanceID).Int("attempts", dl.Transaction.Attempt).
+		Int("last_status", out.Status).Str("last_error", dl.LastError).Msg("dead-lettered")
+	return true, nil
+}

@@ -1,0 +1,49 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// Run cycles until ctx ends: a cycle right after one that made progress, otherwise after
+// IdleBackoff. While the guard refuses (no lease yet, or it expired) it keeps trying every
+// IdleBackoff; it never gives up on its own. When ctx ends it stops dispatching rows, lets the
+// rows under way finish (each bounded by its timeouts), keeps every bucket it did not finish,
+// and returns nil.
+func (s *Scanner) Run(ctx context.Context) error {
+	s.log.Info().Str("region", s.cfg.Region).Str("cluster", s.cfg.Cluster).Str("service", s.cfg.Service).
+		Int("window_minutes", s.cfg.WindowMinutes).Int("concurrency", s.cfg.Concurrency).Msg("worker running")
+	for ctx.Err() == nil {
+		if s.cycleOnce(ctx) {
+			continue
+		}
+		t := time.NewTimer(s.cfg.IdleBackoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+	s.log.Info().Msg("worker stopped")
+	return nil
+}
+
+// cycleOnce runs a cycle, logs how it ended, and reports whether another should follow at once.
+func (s *Scanner) cycleOnce(ctx context.Context) bool {
+	res, err := s.Cycle(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return false // a stop, not a failure: the work it left is kept
+	case err == nil:
+		return res.Progress()
+	case lease.IsGuardError(err):
+		s.log.Debug().Err(err).Msg("cycle stopped by the guard")
+	case errors.Is(err, ErrStopped):
+	default:
+		s.log.Warn().Err(err).Msg("cycle failed")
+	}
+	return false
+}

@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"reflect"
+	"sync/atomic"
+)
+
+// Stats are the worker's counters since it was built. Every field only grows.
+type Stats struct {
+	Cycles uint64 // traversal cycles completed or stopped
+	// Executed counts calls to the Executor; Done, Transient and Permanent split them by outcome.
+	Executed  uint64
+	Done      uint64
+	Transient uint64
+	Permanent uint64
+	// Committed counts COMMITTED markers written after a successful execution.
+	Committed uint64
+	// Rerecorded counts transient failures recorded again into a later window.
+	Rerecorded uint64
+	// DeadLettered counts failures given up on: permanent ones and transient ones out of attempts.
+	DeadLettered uint64
+	// SkippedCommitted counts rows not executed because their step's marker was COMMITTED.
+	SkippedCommitted uint64
+	// SkippedInProgress counts rows left for a later pass because another worker's IN_PROGRESS
+	// marker on the step was still alive.
+	SkippedInProgress uint64
+	// SkippedBusy counts rows left for a later pass because the same step was being executed by
+	// this worker from another bucket at that moment.
+	SkippedBusy uint64
+	// BucketsDeleted counts bucket partitions deleted (each with its tier-4 row); BucketsKept the
+	// buckets left in place because not every row in them finished.
+	BucketsDeleted uint64
+	BucketsKept    uint64
+	// InstancesDeleted counts tier-3 instance markers deleted.
+	InstancesDeleted uint64
+	// WindowsDeleted and DaysDeleted count tier-2 and tier-1 rows Node-0 deleted.
+	WindowsDeleted uint64
+	DaysDeleted    uint64
+	// Restored counts directory rows (instance markers, windows, days) written back right after
+	// their delete, because a late write (an import into a past window) raced with it.
+	Restored uint64
+	// GuardRefusals counts operations the guard refused (no lease, expired, too short, token
+	// not leased). Not being Node-0 is not counted.
+	GuardRefusals uint64
+	// Errors counts operations that failed for another reason (a query, a panicking executor).
+	Errors uint64
+}
+
+// The live counters are a Stats whose fields are only touched through sync/atomic; snapshot and
+// Sub walk the fields, so that a new counter needs no code beyond its field.
+
+// count adds one to a field of s.stats.
+func (s *Scanner) count(field *uint64) { atomic.AddUint64(field, 1) }
+
+// snapshot reads every counter.
+func snapshot(live *Stats) Stats {
+	var out Stats
+	src, dst := reflect.ValueOf(live).Elem(), reflect.ValueOf(&out).Elem()
+	for i := 0; i < src.NumField(); i++ {
+		dst.Field(i).SetUint(atomic.LoadUint64(src.Field(i).Addr().Interface().(*uint64)))
+	}
+	return out
+}
+
+// Sub returns the counts of s that happened after before.
+func (s Stats) Sub(before Stats) Stats {
+	out := s
+	dst, b := reflect.ValueOf(&out).Elem(), reflect.ValueOf(before)
+	for i := 0; i < dst.NumField(); i++ {
+		dst.Field(i).SetUint(dst.Field(i).Uint() - b.Field(i).Uint())
+	}
+	return out
+}

@@ -1,0 +1,78 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/retryring/retryring/window"
+)
+
+// Task is one retry to execute: the Tier 5 metadata of a failed saga step plus where it was found
+// and who runs it. It never carries a payload: an Executor fetches that by TransactionID.
+type Task struct {
+	TransactionID string
+	ServiceName   string
+	Region        string
+	Cluster       string
+	InstanceID    string // the regular node that recorded the failure
+	AllocationKey string
+	ImplType      string // stacksaga_impl_type: names the step, and is the marker's span_key
+	// Attempt is the row's attempt column: 0 for a first failure, +1 per re-recording. This
+	// execution is retry number Attempt+1.
+	Attempt    int
+	AddedAt    time.Time
+	Window     window.Window // the window the row was found in
+	WorkerID   string
+	LeaseEpoch uint64 // the epoch of the lease the guard checked just before the execution
+}
+
+// OutcomeKind classifies an execution.
+type OutcomeKind int
+
+// Outcome kinds. The zero value is not an outcome: an Executor must pick one.
+const (
+	// Done: the step succeeded (or had already succeeded). Its marker becomes COMMITTED.
+	Done OutcomeKind = iota + 1
+	// Transient: the step may succeed later. It is recorded again into a later window.
+	Transient
+	// Permanent: the step will never succeed. It is dead-lettered at once.
+	Permanent
+)
+
+func (k OutcomeKind) String() string {
+	switch k {
+	case Done:
+		return "done"
+	case Transient:
+		return "transient"
+	case Permanent:
+		return "permanent"
+	default:
+		return fmt.Sprintf("outcome(%d)", int(k))
+	}
+}
+
+// Outcome is what an Executor reports about one execution.
+type Outcome struct {
+	Kind OutcomeKind
+	// Status is the downstream status (an HTTP status for the HTTP executor), 0 when there was
+	// none (timeout, refused connection).
+	Status int
+	// Err says what went wrong, for Transient and Permanent; it is kept in the dead letter.
+	Err error
+}
+
+// Executor runs one retry. It must return within ctx's deadline (the worker's execution
+// timeout) and must be safe for concurrent use. A step may be executed more than once (a worker
+// crashed between the call and its COMMITTED marker), so executors pass Task.TransactionID on as an
+// idempotency key.
+type Executor interface {
+	Execute(ctx context.Context, t Task) Outcome
+}
+
+// ExecutorFunc adapts a function to Executor.
+type ExecutorFunc func(ctx context.Context, t Task) Outcome
+
+// Execute calls f.
+func (f ExecutorFunc) Execute(ctx context.Context, t Task) Outcome { return f(ctx, t) }

@@ -1,0 +1,266 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/window"
+)
+
+// CycleResult says what one cycle found and finished.
+type CycleResult struct {
+	Days      int // candidate days listed
+	Windows   int // readable windows visited
+	Instances int // instance markers found in the lease's ranges
+	Stats     Stats
+}
+
+// Progress reports whether the cycle changed anything for good: a step COMMITTED, a failure
+// recorded again or dead-lettered, a bucket, instance, window or day deleted. Run pauses after a
+// cycle without progress, so that a failing Cassandra or executor is not hammered in a loop.
+func (r CycleResult) Progress() bool {
+	s := r.Stats
+	return s.Committed+s.Rerecorded+s.DeadLettered+s.BucketsDeleted+s.InstancesDeleted+s.WindowsDeleted+s.DaysDeleted > 0
+}
+
+// Cycle runs one pass over the directory: every candidate day oldest first, every readable window
+// of it earliest first, every instance of the window in the lease's ranges, every bucket of the
+// instance; then, as Node-0, directory compaction. It returns when every row it dispatched has
+// finished. The error is the one that stopped the pass early (ctx ending, a guard refusal that
+// holds for every token), or else the first failed read that made it skip a day, a range or an
+// instance; failures inside a bucket only keep that bucket for a later pass.
+func (s *Scanner) Cycle(ctx context.Context) (CycleResult, error) {
+	before := s.Stats()
+	var res CycleResult
+	err := s.traverse(ctx, &res)
+	if !s.stops(ctx, err) {
+		err = cmp.Or(s.compactDirectory(ctx), err)
+	}
+	s.count(&s.stats.Cycles)
+	res.Stats = s.Stats().Sub(before)
+	return res, err
+}
+
+// stops reports whether err must end the cycle: the worker is stopping, or the guard refused for
+// a reason that holds for every token (no lease, expired, too short). A failed query or a token
+// that left the lease only skips what it was about.
+func (s *Scanner) stops(ctx context.Context, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case ctx.Err() != nil, errors.Is(err, ErrStopped):
+		return true
+	default:
+		return lease.IsGuardError(err) && !errors.Is(err, lease.ErrTokenNotLeased)
+	}
+}
+
+// traverse visits the directory. A day or a range whose read failed is skipped for this cycle
+// (and reported at the end); it never stops the days after it from being visited.
+func (s *Scanner) traverse(ctx context.Context, res *CycleResult) (first error) {
+	var pending sync.WaitGroup // instance finishers: their buckets' last rows, then deletes
+	defer pending.Wait()
+
+	days, err := s.candidateDays(ctx)
+	if s.stops(ctx, err) {
+		return err
+	}
+	first = err
+	res.Days = len(days)
+	for _, d := range days {
+		ws, _, err := s.liveWindows(ctx, d, s.onDirectory)
+		if s.stops(ctx, err) {
+			return err
+		}
+		if err != nil {
+			s.log.Warn().Err(err).Stringer("day", d).Msg("day skipped this cycle")
+			first = cmp.Or(first, err)
+			continue
+		}
+		for _, w := range ws {
+			if !window.Readable(w, s.now(), s.cfg.MaxClockOffset) {
+				break // windows come earliest first: the rest are not readable either
+			}
+			res.Windows++
+			if err := s.scanWindow(ctx, w, res, &pending); err != nil {
+				if s.stops(ctx, err) {
+					return err
+				}
+				first = cmp.Or(first, err)
+			}
+		}
+	}
+	return first
+}
+
+// candidateDays lists the days to visit, oldest first, up to today: every live day of
+// es_days_by_year for last year and this year (and any year the lookback reaches), plus the
+// lookback days themselves even if tier 1 lost them. A year whose listing failed is reported,
+// and the other days are still returned.
+func (s *Scanner) candidateDays(ctx context.Context) (days []window.Date, first error) {
+	today := window.DateOf(s.now())
+	from := today.AddDays(-s.cfg.LookbackDays)
+	set := map[window.Date]bool{}
+	for y := min(from.Year, today.Year-1); y <= today.Year; y++ {
+		ds, _, err := s.liveDays(ctx, y, s.onDirectory)
+		if s.stops(ctx, err) {
+			return nil, err
+		}
+		if err != nil {
+			s.log.Warn().Err(err).Int("year", y).Msg("days of the year not listed this cycle")
+			first = cmp.Or(first, err)
+		}
+		for _, d := range ds {
+			if !d.After(today) {
+				set[d] = true
+			}
+		}
+	}
+	for d := from; !d.After(today); d = d.AddDays(1) {
+		set[d] = true
+	}
+	for d := range set {
+		days = append(days, d)
+	}
+	sort.Slice(days, func(i, j int) bool { return days[i].Before(days[j]) })
+	return days, first
+}
+
+// scanWindow visits the instances of w whose tokens lie in the current lease: one query per
+// leased range. A token that left the lease, or a failed query, skips what it was about; a
+// refusal that holds for every token (or a stop) ends the cycle.
+func (s *Scanner) scanWindow(ctx context.Context, w window.Window, res *CycleResult, pending *sync.WaitGroup) (first error) {
+	l, err := s.guard.Check(s.cfg.QueryTimeout)
+	if err != nil {
+		return s.refused(err)
+	}
+	for _, rg := range l.Ranges {
+		instances, err := s.listInstances(ctx, w, rg)
+		if s.stops(ctx, err) {
+			return err
+		}
+		if err != nil {
+			if !errors.Is(err, lease.ErrTokenNotLeased) {
+				s.log.Warn().Err(err).Stringer("window", w).Stringer("range", rg).Msg("range skipped this cycle")
+				first = cmp.Or(first, err)
+			}
+			continue
+		}
+		for _, in := range instances {
+			res.Instances++
+			err := s.startInstance(ctx, w, in, pending)
+			if s.stops(ctx, err) {
+				return err
+			}
+			if err != nil && !errors.Is(err, lease.ErrTokenNotLeased) {
+				s.log.Warn().Err(err).Str("instance_id", in.ID).Stringer("window", w).Msg("instance kept")
+				first = cmp.Or(first, err)
+			}
+		}
+	}
+	return first
+}
+
+// listInstances runs the token-range query for rg, provided the lease still holds all of rg.
+func (s *Scanner) listInstances(ctx context.Context, w window.Window, rg lease.Range) ([]cassandra.Instance, error) {
+	var out []cassandra.Instance
+	err := s.run(ctx, opScope{tokens: lease.Ranges{rg}}, s.cfg.QueryTimeout,
+		func(need time.Duration) (lease.Lease, error) {
+			l, err := s.guard.Check(need)
+			if err == nil && !(lease.Ranges{rg}).Subtract(l.Ranges).Empty() {
+				err = fmt.Errorf("%w: range %s (epoch %d)", lease.ErrTokenNotLeased, rg, l.Epoch)
+			}
+			return l, err
+		},
+		func(ctx context.Context, _ lease.Lease) (err error) {
+			out, err = s.store.ListInstances(ctx, w, rg)
+			return err
+		})
+	return out, err
+}
+
+// startInstance lists the instance's buckets and streams them one after the other; it returns
+// once every row is dispatched, leaving the waiting and the deletes to a finisher in pending.
+// The instance marker goes only when every bucket of the instance is gone.
+func (s *Scanner) startInstance(ctx context.Context, w window.Window, in cassandra.Instance, pending *sync.WaitGroup) error {
+	if in.Token != cassandra.Token(in.ID) {
+		s.log.Error().Str("instance_id", in.ID).Int64("stored_token", in.Token).Int64("token", cassandra.Token(in.ID)).
+			Stringer("window", w).Msg("instance marker carries a token that is not token(instance_id)")
+	}
+	var buckets []int
+	if err := s.onToken(ctx, in.Token, func(ctx context.Context) (err error) {
+		buckets, err = s.store.ListBuckets(ctx, w, in.ID)
+		return err
+	}); err != nil {
+		return err
+	}
+	runs := make([]*bucketRun, 0, len(buckets))
+	var stopErr error
+	for _, b := range buckets {
+		run, err := s.streamBucket(ctx, cassandra.BucketKey{Window: w, InstanceID: in.ID, Bucket: b}, in.Token)
+		runs = append(runs, run)
+		if err != nil {
+			stopErr = err
+			break
+		}
+	}
+	pending.Add(1)
+	go func() {
+		defer pending.Done()
+		gone := stopErr == nil
+		for _, run := range runs {
+			if !s.finish(ctx, run) {
+				gone = false
+			}
+		}
+		if !gone {
+			return
+		}
+		if s.deleteInstance(context.WithoutCancel(ctx), w, in) {
+			s.count(&s.stats.InstancesDeleted)
+		}
+	}()
+	return stopErr
+}
+
+// deleteInstance deletes the instance marker of a drained instance, then checks that no bucket
+// appeared meanwhile. A late write (an import into a window whose time has come) adds a fresh
+// bucket and then writes the marker again; when that marker write lands before our delete, the
+// delete would hide the new bucket. Reading the buckets after the delete catches it: the marker is
+// written back, and the next pass drains the bucket. (A bucket written after that read is
+// followed by its marker, after our delete.)
+func (s *Scanner) deleteInstance(ctx context.Context, w window.Window, in cassandra.Instance) bool {
+	log := s.log.With().Str("instance_id", in.ID).Stringer("window", w).Logger()
+	if err := s.onToken(ctx, in.Token, func(ctx context.Context) error {
+		return s.store.DeleteInstance(ctx, w, in.ID)
+	}); err != nil {
+		log.Warn().Err(err).Msg("instance marker not deleted")
+		return false
+	}
+	var buckets []int
+	err := s.onToken(ctx, in.Token, func(ctx context.Context) (err error) {
+		buckets, err = s.store.ListBuckets(ctx, w, in.ID)
+		return err
+	})
+	if err == nil && len(buckets) == 0 {
+		return true
+	}
+	// A new bucket, or no way to know: write the marker back. An empty instance costs the next
+	// pass one read; a hidden bucket would be lost.
+	if err := s.onToken(ctx, in.Token, func(ctx context.Context) error {
+		return s.store.InsertInstance(ctx, w, in.ID)
+	}); err != nil {
+		log.Error().Err(err).Ints("buckets", buckets).Msg("instance marker deleted but not restored")
+		return false
+	}
+	s.count(&s.stats.Restored)
+	log.Info().Ints("buckets", buckets).Msg("instance marker restored: buckets appeared after the drain")
+	return false
+}

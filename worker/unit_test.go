@@ -1,0 +1,151 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retryring/retryring/lease"
+)
+
+func TestConfigDefaultsAndValidate(t *testing.T) {
+	base := Config{Region: "eu", Cluster: "c1", Service: "orders", WorkerID: "w1"}
+	if err := base.Validate(); err != nil {
+		t.Fatalf("minimal config: %v", err)
+	}
+	d := base.WithDefaults()
+	if d.WindowMinutes != 1 || d.LookbackDays != 2 || d.MaxClockOffset != 2*time.Second || d.Concurrency != 100 ||
+		d.MaxAttempts != 10 || d.MaxRetryDelay != time.Hour || d.MarkerRetention != 7*24*time.Hour || d.Clock == nil {
+		t.Fatalf("defaults: %+v", d)
+	}
+	bad := []func(*Config){
+		func(c *Config) { c.Region = "" },
+		func(c *Config) { c.WorkerID = "" },
+		func(c *Config) { c.WindowMinutes = 7 },
+		func(c *Config) { c.LookbackDays = -1 },
+		func(c *Config) { c.MaxClockOffset = time.Minute }, // not shorter than a 1-minute window
+		func(c *Config) { c.Concurrency = -1 },
+		func(c *Config) { c.PageSize = 10 },
+		func(c *Config) { c.QueryTimeout = -time.Second },
+		func(c *Config) { c.MaxAttempts = -1 },
+	}
+	for i, mutate := range bad {
+		c := base
+		mutate(&c)
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("case %d: Validate() = %v, want ErrInvalidConfig", i, err)
+		}
+	}
+}
+
+// TestDrainWaitsForDroppedTokensOnly: Drain returns at once when nothing in flight touches a
+// dropped token, and otherwise only once those operations ended.
+func TestDrainWaitsForDroppedTokensOnly(t *testing.T) {
+	sc := &Scanner{inflight: newInflight()}
+	halves := lease.Split(2)
+	old := lease.Lease{Ranges: lease.Ranges{halves[0], halves[1]}, NodeIndex: 0}
+	next := lease.Lease{Ranges: lease.Ranges{halves[0]}, NodeIndex: 1}
+
+	endKept := sc.inflight.begin(tokenScope(halves[0].Start))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := sc.Drain(ctx, old, next); err != nil {
+		t.Fatalf("Drain with work on kept tokens only: %v", err)
+	}
+
+	endDropped := sc.inflight.begin(tokenScope(halves[1].End))
+	endNode0 := sc.inflight.begin(opScope{node0: true})
+	done := make(chan error, 1)
+	go func() { done <- sc.Drain(ctx, old, next) }()
+	endDropped()
+	select {
+	case err := <-done:
+		t.Fatalf("Drain returned (%v) while a Node-0 operation was in flight", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	endNode0()
+	if err := <-done; err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	endKept()
+
+	stuck := sc.inflight.begin(tokenScope(halves[1].Start))
+	defer stuck()
+	short, cancelShort := context.WithCancel(context.Background())
+	cancelShort()
+	if err := sc.Drain(short, old, next); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Drain with a cancelled ctx: %v", err)
+	}
+}
+
+func TestMetricsCollectsStats(t *testing.T) {
+	sc := &Scanner{sem: make(chan struct{}, 4)}
+	sc.stats.Done = 3
+	sc.stats.WindowsDeleted = 2
+	sc.sem <- struct{}{}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(NewMetrics(sc)); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			if c := m.GetCounter(); c != nil {
+				got[key] = c.GetValue()
+			}
+			if g := m.GetGauge(); g != nil {
+				got[key] = g.GetValue()
+			}
+		}
+	}
+	for key, want := range map[string]float64{
+		"retryring_worker_executions_total{outcome=done}":      3,
+		"retryring_worker_executions_total{outcome=transient}": 0,
+		"retryring_worker_windows_deleted_total":               2,
+		"retryring_worker_executions_in_flight":                1,
+		"retryring_worker_guard_refusals_total":                0,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
+		}
+	}
+}
+
+// TestStatsSnapshotAndSubCoverEveryField: a counter added to Stats is read and subtracted too.
+func TestStatsSnapshotAndSubCoverEveryField(t *testing.T) {
+	var live Stats
+	v := reflect.ValueOf(&live).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		v.Field(i).SetUint(uint64(10 + i))
+	}
+	snap := snapshot(&live)
+	if snap != live {
+		t.Fatalf("snapshot %+v != %+v", snap, live)
+	}
+	d := snap.Sub(Stats{Cycles: 1, Errors: 2})
+	dv := reflect.ValueOf(d)
+	for i := 0; i < dv.NumField(); i++ {
+		want := uint64(10 + i)
+		switch v.Type().Field(i).Name {
+		case "Cycles":
+			want--
+		case "Errors":
+			want -= 2
+		}
+		if dv.Field(i).Uint() != want {
+			t.Errorf("Sub: %s = %d, want %d", v.Type().Field(i).Name, dv.Field(i).Uint(), want)
+		}
+	}
+}
