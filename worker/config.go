@@ -22,9 +22,15 @@ const (
 	// DefaultConcurrency is the number of executions in flight at most.
 	DefaultConcurrency = 100
 	// DefaultQueryTimeout bounds one CQL query (one page of a paged read).
-	DefaultQueryTimeout = time.Second
-	// DefaultExecTimeout bounds one execution.
-	DefaultExecTimeout = 1500 * time.Millisecond
+	//
+	// Both timeouts must fit in the least lease validity a worker has in steady state. With the
+	// coordinator's defaults (TTL 3 s from the demand, demand answered at the next 1 s renewal) a
+	// lease has between about 2 s and TTL − 2×renewal = 1 s left, and the guard wants the timeout
+	// plus its 100 ms margin: a timeout above ~900 ms would be refused for part of every second.
+	DefaultQueryTimeout = 500 * time.Millisecond
+	// DefaultExecTimeout bounds one execution (see DefaultQueryTimeout for why it is short; a
+	// longer downstream call needs a longer lease TTL).
+	DefaultExecTimeout = 750 * time.Millisecond
 	// DefaultMarkerMargin is added to the execution timeout for the IN_PROGRESS marker's TTL.
 	DefaultMarkerMargin = 10 * time.Second
 	// DefaultMarkerRetention is how long a COMMITTED marker is kept: longer than any transaction
