@@ -40,7 +40,7 @@ func newCtlCommand() *cobra.Command {
 			return printRing(cmd.OutOrStdout(), view)
 		},
 	}
-	ring.Flags().StringVar(&addr, "coordinator", "http://127.0.0.1:7201", "admin HTTP address of any coordinator")
+	ring.Flags().StringVar(&addr, "coordinator", "http://127.0.0.1:7480", "admin HTTP address of any coordinator")
 	ring.Flags().BoolVar(&asJSON, "json", false, "print the raw JSON view")
 	annotateEnv(ring)
 	ctl.AddCommand(ring)

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/lease"
+)
+
+func init() { extraCommands = append(extraCommands, newCoordinatorCommand) }
+
+func newCoordinatorCommand() *cobra.Command {
+	var cfg coordinator.Config
+	var peers string
+	var lf logFlags
+	var noSync bool
+	cmd := &cobra.Command{
+		Use:   "coordinator",
+		Short: "Run one coordinator node (a Raft voter serving leases to workers over RSocket)",
+		Long: `Run one coordinator node. Give every node the same --peers list; the cluster bootstraps
+from it the first time and ignores it afterwards. On SIGTERM or SIGINT a leader hands its
+leadership to another voter before it stops.`,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd, os.LookupEnv)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := lf.logger(stderr)
+			if err != nil {
+				return err
+			}
+			if cfg.Peers, err = parsePeers(peers); err != nil {
+				return err
+			}
+			cfg.Logger = log
+			cfg.NoSync = noSync
+			node, err := coordinator.New(cfg)
+			if err != nil {
+				return err
+			}
+			if err := node.Start(cmd.Context()); err != nil {
+				return err
+			}
+			log.Info().Str("node_id", cfg.NodeID).Str("rsocket_addr", node.RSocketAddr()).
+				Str("http_addr", node.HTTPAddr()).Str("raft_addr", node.RaftAddr()).Msg("coordinator started")
+			<-cmd.Context().Done()
+			log.Info().Msg("stopping: handing over leadership if leader")
+			return node.Close()
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.NodeID, "node-id", coordinator.DefaultNodeID, "this node's id in Raft and in the ring view")
+	fs.StringVar(&cfg.RaftAddr, "raft-addr", "127.0.0.1:7400", "Raft listen address")
+	fs.StringVar(&cfg.RSocketAddr, "rsocket-addr", "127.0.0.1:7878", "RSocket listen address for workers")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7480", "admin HTTP listen address (/v1/ring, /healthz, /readyz, /metrics)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "Raft log and snapshots (default data/<node-id>)")
+	fs.StringVar(&peers, "peers", "", "every voter as id=raftaddr,... (the same on every node); empty: a single-node cluster")
+	fs.StringVar(&cfg.RSocketAdvertise, "rsocket-advertise", "", "RSocket address workers are redirected to (default: the bound address)")
+	fs.StringVar(&cfg.HTTPAdvertise, "http-advertise", "", "admin HTTP address other coordinators reach (default: the bound address)")
+	fs.DurationVar(&cfg.Timing.TTL, "lease-ttl", lease.DefaultTTL, "lease TTL, counted by the worker from its demand")
+	fs.DurationVar(&cfg.Timing.Renewal, "lease-renewal", lease.DefaultRenewal, "how often leases are renewed")
+	fs.Float64Var(&cfg.Timing.Drift, "lease-drift", lease.DefaultDrift, "bound on the relative clock rate error (ρ)")
+	fs.DurationVar(&cfg.Timing.Margin, "lease-margin", lease.DefaultMargin, "margin added to every coordinator-side lease expiry")
+	fs.DurationVar(&cfg.SilenceTimeout, "silence-timeout", 750*time.Millisecond, "a worker silent this long is down")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
+	fs.DurationVar(&cfg.ElectionTimeout, "raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
+	fs.DurationVar(&cfg.LeaderLeaseTimeout, "raft-leader-lease-timeout", 250*time.Millisecond, "Raft leader lease timeout; also bounds lease sends after a quorum check")
+	fs.BoolVar(&noSync, "unsafe-no-sync", false, "skip fsync of the Raft log (tests only: a crash may lose acknowledged entries)")
+	lf.register(fs)
+	annotateEnv(cmd)
+	return cmd
+}
+
+// parsePeers reads id=raftaddr,id=raftaddr.
+func parsePeers(s string) ([]coordinator.Peer, error) {
+	var out []coordinator.Peer
+	seen := map[string]bool{}
+	for _, item := range splitList(s) {
+		id, addr, ok := strings.Cut(item, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("--peers: %q is not id=raftaddr", item)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("--peers: node id %q listed twice", id)
+		}
+		seen[id] = true
+		out = append(out, coordinator.Peer{ID: id, RaftAddr: addr})
+	}
+	return out, nil
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/worker"
+	"github.com/retryring/retryring/worker/executor"
+	"github.com/retryring/retryring/worker/leaseclient"
+)
+
+func init() { extraCommands = append(extraCommands, newWorkerCommand) }
+
+type workerOptions struct {
+	cf           cassandraFlags
+	ring         ringFlags
+	lf           logFlags
+	workerID     string
+	coordinators string
+	executorURL  string
+	httpAddr     string
+	cfg          worker.Config
+	shutdown     time.Duration
+}
+
+func newWorkerCommand() *cobra.Command {
+	var o workerOptions
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run one retry worker: lease client, traversal, execution and compaction",
+		Long: `Run one retry worker. It joins the ring of its service through any coordinator, drains the
+part of the retry directory its lease covers, and, while it is Node-0, compacts the directory.
+On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish within their timeout
+(a partial bucket stays in Cassandra), leaves the ring and exits.`,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd, os.LookupEnv)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runWorker(cmd.Context(), o) },
+	}
+	fs := cmd.Flags()
+	o.cf.register(fs)
+	o.ring.register(fs)
+	o.lf.register(fs)
+	fs.StringVar(&o.workerID, "worker-id", defaultWorkerID(), "this worker's id in its ring (stable across restarts)")
+	fs.StringVar(&o.coordinators, "coordinators", "127.0.0.1:7878", "RSocket addresses of coordinators, host:port,...")
+	fs.StringVar(&o.executorURL, "executor-url", "http://127.0.0.1:8080/retry", "URL that receives a POST per retried step")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7580", "listen address of /healthz, /readyz and /metrics; empty: none")
+	fs.IntVar(&o.cfg.Concurrency, "concurrency", worker.DefaultConcurrency, "executions in flight at most")
+	fs.IntVar(&o.cfg.LookbackDays, "lookback-days", worker.DefaultLookbackDays, "minimum days of history checked (older live days are never skipped)")
+	fs.DurationVar(&o.cfg.MaxClockOffset, "max-clock-offset", worker.DefaultMaxClockOffset, "bound on any writer's clock error")
+	fs.IntVar(&o.cfg.MaxAttempts, "max-attempts", worker.DefaultMaxAttempts, "executions before a transient failure is dead-lettered")
+	fs.DurationVar(&o.cfg.QueryTimeout, "query-timeout", worker.DefaultQueryTimeout, "timeout of each CQL query (the guard demands it)")
+	fs.DurationVar(&o.cfg.ExecTimeout, "exec-timeout", worker.DefaultExecTimeout, "timeout of each execution (the guard demands it)")
+	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "bound on a graceful shutdown")
+	annotateEnv(cmd)
+	return cmd
+}
+
+func defaultWorkerID() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "worker"
+}
+
+func runWorker(ctx context.Context, o workerOptions) error {
+	log, err := o.lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	log = log.With().Str("worker_id", o.workerID).Logger()
+	ring := o.ring.key()
+
+	session, err := cassandra.Connect(ctx, o.cf.config())
+	if err != nil {
+		return err
+	}
+	defer session.Close()
+	store, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: o.cf.keyspace, Ring: ring, WindowMinutes: o.ring.windowMinutes})
+	if err != nil {
+		return err
+	}
+	exec, err := executor.NewHTTP(executor.HTTPConfig{URL: o.executorURL})
+	if err != nil {
+		return err
+	}
+
+	var scanner *worker.Scanner // built after the client, whose guard it checks; Drain needs it
+	client, err := leaseclient.New(leaseclient.Config{
+		WorkerID: o.workerID, Ring: ring, Coordinators: splitList(o.coordinators),
+		Logger: log.With().Str("component", "leaseclient").Logger(),
+		Drain: func(ctx context.Context, old, next lease.Lease) error {
+			return scanner.Drain(ctx, old, next)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	cfg := o.cfg
+	cfg.Region, cfg.Cluster, cfg.Service, cfg.WorkerID = ring.Region, ring.Cluster, ring.Service, o.workerID
+	cfg.WindowMinutes = o.ring.windowMinutes
+	cfg.Logger = log.With().Str("component", "scanner").Logger()
+	if scanner, err = worker.New(cfg, store, client.Guard(), exec); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(worker.NewMetrics(scanner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	stopHTTP, err := serveWorkerHTTP(o.httpAddr, client, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+
+	// The lease client outlives the scanner: it must still hold the lease while in-flight work ends.
+	clientCtx, stopClient := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopClient()
+	clientDone := make(chan error, 1)
+	go func() { clientDone <- client.Run(clientCtx) }()
+	log.Info().Str("incarnation", client.Incarnation()).Str("ring", ring.String()).Msg("worker started")
+
+	runErr := scanner.Run(ctx) // returns when ctx ends (signal), after in-flight work settled
+	log.Info().Msg("stopping: leaving the ring")
+	leaveCtx, cancel := context.WithTimeout(context.Background(), o.shutdown)
+	defer cancel()
+	if err := client.Leave(leaveCtx); err != nil {
+		log.Warn().Err(err).Msg("leave failed; the coordinator frees the ranges when the lease expires")
+	}
+	stopClient()
+	<-clientDone
+	s := scanner.Stats()
+	log.Info().Interface("stats", s).Msg("worker stopped")
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+
+// serveWorkerHTTP serves /healthz (alive), /readyz (a usable lease is held) and /metrics.
+func serveWorkerHTTP(addr string, client *leaseclient.Client, reg *prometheus.Registry, log zerolog.Logger) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		l, err := client.Guard().Check(0)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{
+			"ready": true, "epoch": l.Epoch, "node_index": l.NodeIndex, "node_count": l.NodeCount,
+			"ranges": lease.EncodeRanges(l.Ranges), "lease_left_ms": l.Remaining(time.Now()).Milliseconds(),
+		})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("worker http server stopped")
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,204 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// Peer is one voter of the cluster: its node id and the Raft address the others dial.
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+// Config configures a Node. The zero value of every field means its default; WithDefaults fills
+// them and Validate checks the result.
+type Config struct {
+	// NodeID names this coordinator in Raft and in the replicated state. Default "c1".
+	NodeID string
+	// RaftAddr, RSocketAddr and HTTPAddr are the listen addresses. Defaults 127.0.0.1:7400,
+	// 127.0.0.1:7878 and 127.0.0.1:7480.
+	RaftAddr    string
+	RSocketAddr string
+	HTTPAddr    string
+	// DataDir holds the Raft log (raft.db) and snapshots. Default data/<NodeID>.
+	DataDir string
+	// Peers lists every voter, this node included, identically on every node: the cluster
+	// bootstraps from it when no Raft state exists yet. Empty means a single-node cluster.
+	Peers []Peer
+
+	// Timing is the lease timing (TTL, renewal period, drift, margin); see lease.Timing.
+	Timing lease.Timing
+	// SilenceTimeout: a worker connection from which nothing was read for this long is closed and
+	// the worker is down. Clients send KEEPALIVE at least every 200 ms. Default 750ms.
+	SilenceTimeout time.Duration
+	// WriteTimeout bounds one write to a worker connection; a worker that does not read is
+	// disconnected. Default 2s.
+	WriteTimeout time.Duration
+	// ReconnectGrace is how long a new leader waits, past its election and one SilenceTimeout,
+	// for the members of the replicated state to reconnect before it commits them down. Default 2s.
+	ReconnectGrace time.Duration
+	// ApplyTimeout bounds how long a Raft command may wait to be enqueued. Default 2s.
+	ApplyTimeout time.Duration
+
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft for fast failover.
+	// Defaults 500ms, 500ms, 250ms. LeaderLeaseTimeout also bounds how long after a successful
+	// VerifyLeader the leader may still send lease elements.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+
+	// NoSync skips fsync of the Raft log. Only for tests: a node that crashes may lose
+	// acknowledged entries, which breaks the safety argument.
+	NoSync bool
+	// Logger is the parent logger; each component logs with its own "component" field.
+	Logger zerolog.Logger
+	// Clock tells the time for every lease decision. Default lease.SystemClock.
+	Clock lease.Clock
+
+	// RaftListener, RSocketListener and HTTPListener, when set, are used instead of listening on
+	// the addresses (a test harness pre-binds 127.0.0.1:0 to avoid port races). The node closes
+	// them.
+	RaftListener    net.Listener
+	RSocketListener net.Listener
+	HTTPListener    net.Listener
+	// RaftAdvertise is the Raft address the others dial (a fault proxy in front of this node,
+	// say). Default: this node's address in Peers, else the bound address.
+	RaftAdvertise string
+	// RSocketAdvertise and HTTPAdvertise are the addresses this node registers in the replicated
+	// state for workers and for the other coordinators. Default: the bound addresses.
+	RSocketAdvertise string
+	HTTPAdvertise    string
+	// RaftDial, when set, dials the other voters (a test can cut this node's outbound Raft
+	// traffic). Default: a plain TCP dial.
+	RaftDial func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// Defaults of Config.
+const (
+	DefaultNodeID             = "c1"
+	DefaultRaftAddr           = "127.0.0.1:7400"
+	DefaultRSocketAddr        = "127.0.0.1:7878"
+	DefaultHTTPAddr           = "127.0.0.1:7480"
+	DefaultSilenceTimeout     = 750 * time.Millisecond
+	DefaultWriteTimeout       = 2 * time.Second
+	DefaultReconnectGrace     = 2 * time.Second
+	DefaultApplyTimeout       = 2 * time.Second
+	DefaultHeartbeatTimeout   = 500 * time.Millisecond
+	DefaultElectionTimeout    = 500 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.NodeID == "" {
+		c.NodeID = DefaultNodeID
+	}
+	if c.RaftAddr == "" && c.RaftListener == nil {
+		c.RaftAddr = DefaultRaftAddr
+	}
+	if c.RSocketAddr == "" && c.RSocketListener == nil {
+		c.RSocketAddr = DefaultRSocketAddr
+	}
+	if c.HTTPAddr == "" && c.HTTPListener == nil {
+		c.HTTPAddr = DefaultHTTPAddr
+	}
+	if c.DataDir == "" {
+		c.DataDir = filepath.Join("data", c.NodeID)
+	}
+	c.Timing = c.Timing.WithDefaults()
+	if c.SilenceTimeout == 0 {
+		c.SilenceTimeout = DefaultSilenceTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.ReconnectGrace == 0 {
+		c.ReconnectGrace = DefaultReconnectGrace
+	}
+	if c.ApplyTimeout == 0 {
+		c.ApplyTimeout = DefaultApplyTimeout
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = DefaultElectionTimeout
+	}
+	if c.LeaderLeaseTimeout == 0 {
+		c.LeaderLeaseTimeout = DefaultLeaderLeaseTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = lease.SystemClock{}
+	}
+	return c
+}
+
+// Validate checks the configuration after filling defaults.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	if err := c.Timing.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if strings.ContainsAny(c.NodeID, " \t\n\x00/") || len(c.NodeID) > 128 {
+		return fmt.Errorf("%w: node id %q", ErrBadConfig, c.NodeID)
+	}
+	seen := map[string]bool{}
+	self := len(c.Peers) == 0
+	for _, p := range c.Peers {
+		if p.ID == "" || p.RaftAddr == "" {
+			return fmt.Errorf("%w: peer %+v needs an id and a raft address", ErrBadConfig, p)
+		}
+		if seen[p.ID] {
+			return fmt.Errorf("%w: peer id %q listed twice", ErrBadConfig, p.ID)
+		}
+		seen[p.ID] = true
+		self = self || p.ID == c.NodeID
+	}
+	if !self {
+		return fmt.Errorf("%w: node id %q is not in peers", ErrBadConfig, c.NodeID)
+	}
+	for name, d := range map[string]time.Duration{
+		"silence timeout": c.SilenceTimeout, "write timeout": c.WriteTimeout,
+		"reconnect grace": c.ReconnectGrace, "apply timeout": c.ApplyTimeout,
+	} {
+		if d < 0 {
+			return fmt.Errorf("%w: negative %s %v", ErrBadConfig, name, d)
+		}
+	}
+	switch {
+	case c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < 5*time.Millisecond ||
+		c.LeaderLeaseTimeout < 5*time.Millisecond:
+		return fmt.Errorf("%w: raft timeouts must be at least 5ms", ErrBadConfig)
+	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
+		return fmt.Errorf("%w: leader lease timeout %v exceeds heartbeat timeout %v", ErrBadConfig, c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	case c.ElectionTimeout < c.HeartbeatTimeout:
+		return fmt.Errorf("%w: election timeout %v is below heartbeat timeout %v", ErrBadConfig, c.ElectionTimeout, c.HeartbeatTimeout)
+	case c.LeaderLeaseTimeout >= c.Timing.TTL:
+		// A leader may send for LeaderLeaseTimeout after its last quorum contact; a lease
+		// shorter than that would make a failover wait longer than the lease it protects.
+		return fmt.Errorf("%w: leader lease timeout %v must be below the lease TTL %v", ErrBadConfig, c.LeaderLeaseTimeout, c.Timing.TTL)
+	}
+	return nil
+}
+
+// raftAdvertise is the address of this node in the Raft configuration.
+func (c Config) raftAdvertise(bound string) string {
+	if c.RaftAdvertise != "" {
+		return c.RaftAdvertise
+	}
+	for _, p := range c.Peers {
+		if p.ID == c.NodeID {
+			return p.RaftAddr
+		}
+	}
+	return bound
+}

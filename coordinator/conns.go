@@ -1,0 +1,140 @@
+package coordinator
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+	"github.com/rsocket/rsocket-go"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// workerConn is one accepted worker connection, on any node.
+type workerConn struct {
+	id     uint64
+	setup  lease.Setup
+	member memberID
+	socket rsocket.CloseableRSocket
+	log    zerolog.Logger
+	// closeConn closes the underlying net.Conn; false when it was closed already.
+	closeConn func() bool
+
+	mu      sync.Mutex
+	closed  bool
+	streams map[*leaseStream]struct{}
+	// ended: a lease stream was open on this connection and none is now. The worker no longer
+	// takes renewals, so the leader treats it as gone although the connection is open.
+	ended bool
+}
+
+// close closes the connection's net.Conn (see silenceListener); rsocket-go notices and closes the
+// socket, which fires connClosed.
+func (c *workerConn) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	if c.closeConn != nil {
+		c.closeConn() // false: already closed, and rsocket-go is tearing the socket down
+		return
+	}
+	_ = c.socket.Close()
+}
+
+// streamList returns the connection's open lease streams.
+func (c *workerConn) streamList() []*leaseStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*leaseStream, 0, len(c.streams))
+	for s := range c.streams {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (c *workerConn) state() connState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return connState{ring: c.setup.Ring()}
+	}
+	streaming := false
+	for s := range c.streams {
+		streaming = streaming || !s.hasLeft()
+	}
+	return connState{ring: c.setup.Ring(), live: !c.ended, streaming: streaming}
+}
+
+// connRegistry holds the connections of this node. Per (ring, worker id) only the newest
+// connection counts: a reconnect after a network blip replaces the old connection (which is
+// closed) instead of being refused, and a new incarnation's connection replaces the old
+// incarnation's.
+type connRegistry struct {
+	nextID  atomic.Uint64
+	changed func()
+
+	mu       sync.Mutex
+	byWorker map[memberID]*workerConn // Incarnation empty in the key
+	all      map[*workerConn]struct{}
+}
+
+func newConnRegistry(changed func()) *connRegistry {
+	return &connRegistry{changed: changed, byWorker: map[memberID]*workerConn{}, all: map[*workerConn]struct{}{}}
+}
+
+func workerKey(m memberID) memberID { return memberID{Ring: m.Ring, WorkerID: m.WorkerID} }
+
+// add registers c and returns the connection it replaced, if any (the caller closes it).
+func (r *connRegistry) add(c *workerConn) *workerConn {
+	r.mu.Lock()
+	old := r.byWorker[workerKey(c.member)]
+	r.byWorker[workerKey(c.member)] = c
+	r.all[c] = struct{}{}
+	r.mu.Unlock()
+	r.changed()
+	return old
+}
+
+// remove forgets c; it reports whether c was the current connection of its worker.
+func (r *connRegistry) remove(c *workerConn) bool {
+	r.mu.Lock()
+	delete(r.all, c)
+	current := r.byWorker[workerKey(c.member)] == c
+	if current {
+		delete(r.byWorker, workerKey(c.member))
+	}
+	r.mu.Unlock()
+	r.changed()
+	return current
+}
+
+// states returns the connection state of every member that has a current connection.
+func (r *connRegistry) states() map[memberID]connState {
+	r.mu.Lock()
+	conns := make([]*workerConn, 0, len(r.byWorker))
+	for _, c := range r.byWorker {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	out := make(map[memberID]connState, len(conns))
+	for _, c := range conns {
+		out[c.member] = c.state()
+	}
+	return out
+}
+
+// snapshot returns every registered connection.
+func (r *connRegistry) snapshot() []*workerConn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*workerConn, 0, len(r.all))
+	for c := range r.all {
+		out = append(out, c)
+	}
+	return out
+}
+
+func newMemberID(s lease.Setup) memberID {
+	return memberID{Ring: fsm.RingID(s.Ring()), WorkerID: s.WorkerID, Incarnation: s.Incarnation}
+}

@@ -1,0 +1,119 @@
+package coordinator
+
+import (
+	"sort"
+	"time"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// termTimes are the instants and bounds of one leadership term that the leader's decisions use.
+type termTimes struct {
+	// electedAt is when this node, as leader, had applied every earlier entry (after Barrier).
+	electedAt time.Time
+	// leaderLease is Raft's leader lease timeout: an earlier leader sent nothing after its own
+	// last quorum contact plus this, which precedes electedAt plus this.
+	leaderLease time.Duration
+	// holderBound is lease.Timing.HolderBound: TTL×(1+ρ) + margin.
+	holderBound time.Duration
+	// downAfter is when members without a connection to this leader are committed down:
+	// electedAt + SilenceTimeout + ReconnectGrace, the time workers get to find the new leader.
+	downAfter time.Time
+}
+
+// holdsAliveUntil is the earliest instant at which a new leader may expire anything: it does not
+// know when the previous leaders last sent, only that they stopped by electedAt + leaderLease.
+func (t termTimes) holdsAliveUntil() time.Time {
+	return t.electedAt.Add(t.leaderLease).Add(t.holderBound)
+}
+
+// connState is what the leader knows of a member's connection to it.
+type connState struct {
+	ring lease.RingKey
+	// live: a connection is open and its lease stream has not ended.
+	live bool
+	// streaming: the lease stream is subscribed; the member wants to be active.
+	streaming bool
+}
+
+// ringDecisions are the commands the leader should propose for one ring before planning.
+type ringDecisions struct {
+	joins   []fsm.Join
+	downs   []fsm.Down
+	expires []fsm.Expire
+	// wake is when a decision that is not due yet becomes due (zero: nothing pending).
+	wake time.Time
+}
+
+// decideRing is the leader's failure detection and hold expiry for one ring, as a pure function of
+// the committed ring, the connections, what this term has seen and the send log:
+//   - a streaming connection whose member is missing or inactive joins (the same incarnation
+//     continues what it holds; a new one supersedes the old);
+//   - an active member with no live connection is down at once if it was connected during this
+//     term, otherwise once downAfter has passed (it may still be looking for the new leader);
+//   - a pending hold expires once now is past both holdsAliveUntil and the latest send of any
+//     epoch up to the hold's plus the holder bound. One Expire per member, up to the highest
+//     epoch that is due: sent epochs only grow, so due holds are the member's oldest.
+func decideRing(now time.Time, tt termTimes, ringID string, r *fsm.Ring, conns map[memberID]connState,
+	seen map[memberID]bool, lastUpTo func(m memberID, epoch uint64) (time.Time, bool)) ringDecisions {
+	var d ringDecisions
+	later := func(t time.Time) {
+		if d.wake.IsZero() || t.Before(d.wake) {
+			d.wake = t
+		}
+	}
+
+	var streaming []memberID
+	for m, cs := range conns {
+		if m.Ring == ringID && cs.streaming {
+			streaming = append(streaming, m)
+		}
+	}
+	sort.Slice(streaming, func(i, j int) bool { return streaming[i].key() < streaming[j].key() })
+	for _, m := range streaming {
+		if mm := r.Members[m.key()]; mm == nil || !mm.Active {
+			d.joins = append(d.joins, fsm.Join{Ring: r.Key, WorkerID: m.WorkerID, Incarnation: m.Incarnation})
+		}
+	}
+
+	for _, mm := range r.SortedMembers() {
+		m := memberID{Ring: ringID, WorkerID: mm.WorkerID, Incarnation: mm.Incarnation}
+		if !mm.Active || conns[m].live {
+			continue
+		}
+		if seen[m] || !now.Before(tt.downAfter) {
+			d.downs = append(d.downs, fsm.Down{Ring: r.Key, WorkerID: mm.WorkerID, Incarnation: mm.Incarnation})
+		} else {
+			later(tt.downAfter)
+		}
+	}
+
+	floor := tt.holdsAliveUntil()
+	upTo := map[memberID]uint64{}
+	var order []memberID
+	for _, h := range fsm.PendingHolds(r) {
+		m := memberID{Ring: ringID, WorkerID: h.WorkerID, Incarnation: h.Incarnation}
+		due := floor
+		if last, ok := lastUpTo(m, h.Epoch); ok && last.Add(tt.holderBound).After(due) {
+			due = last.Add(tt.holderBound)
+		}
+		if !now.After(due) {
+			later(due.Add(time.Nanosecond))
+			continue
+		}
+		if _, ok := upTo[m]; !ok {
+			order = append(order, m)
+		}
+		if h.Epoch > upTo[m] {
+			upTo[m] = h.Epoch
+		}
+	}
+	for _, m := range order {
+		// Generation: a member that became active again after this decision (a reconnect, whose
+		// renewals the log has not weighed here) is not expired by it.
+		d.expires = append(d.expires, fsm.Expire{Ring: r.Key, WorkerID: m.WorkerID, Incarnation: m.Incarnation,
+			UpTo: upTo[m], Generation: r.Generation})
+	}
+	return d
+}

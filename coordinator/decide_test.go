@@ -1,0 +1,237 @@
+package coordinator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/fsm"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func testTimes() termTimes {
+	return termTimes{
+		electedAt:   t0,
+		leaderLease: 250 * time.Millisecond,
+		holderBound: testTiming.HolderBound(),
+		downAfter:   t0.Add(750 * time.Millisecond).Add(2 * time.Second),
+	}
+}
+
+func apply(t *testing.T, s *fsm.State, cmds ...fsm.Command) {
+	t.Helper()
+	for _, c := range cmds {
+		if err := s.Apply(c); err != nil {
+			t.Fatalf("apply %+v: %v", c, err)
+		}
+	}
+}
+
+func planAll(t *testing.T, s *fsm.State) {
+	t.Helper()
+	if a := fsm.Plan(s.Ring(testRing)); a != nil {
+		apply(t, s, a)
+	}
+}
+
+func mid(worker string) memberID {
+	return memberID{Ring: fsm.RingID(testRing), WorkerID: worker, Incarnation: worker + "-1"}
+}
+
+func join(worker string) *fsm.Join {
+	return &fsm.Join{Ring: testRing, WorkerID: worker, Incarnation: worker + "-1"}
+}
+
+// twoMembers is a ring where a (Node-0, first half) and b (second half) are settled.
+func twoMembers(t *testing.T) *fsm.State {
+	s := fsm.NewState()
+	apply(t, s, join("a"))
+	planAll(t, s)
+	apply(t, s, join("b"))
+	planAll(t, s)
+	a := s.Ring(testRing).Members[mid("a").key()]
+	apply(t, s, &fsm.Release{Ring: testRing, WorkerID: "a", Incarnation: "a-1", Epoch: a.Epoch})
+	planAll(t, s)
+	if !s.Ring(testRing).Settled() {
+		t.Fatalf("not settled: %+v", s.Ring(testRing))
+	}
+	return s
+}
+
+func noSends(memberID, uint64) (time.Time, bool) { return time.Time{}, false }
+
+func decide(s *fsm.State, now time.Time, tt termTimes, conns map[memberID]connState, seen map[memberID]bool,
+	lastUpTo func(memberID, uint64) (time.Time, bool)) ringDecisions {
+	return decideRing(now, tt, fsm.RingID(testRing), s.Ring(testRing), conns, seen, lastUpTo)
+}
+
+func live(ids ...memberID) map[memberID]connState {
+	out := map[memberID]connState{}
+	for _, m := range ids {
+		out[m] = connState{ring: testRing, live: true, streaming: true}
+	}
+	return out
+}
+
+func TestDecideJoinsStreamingConnectionsOnly(t *testing.T) {
+	s := fsm.NewState()
+	apply(t, s, join("a"))
+	conns := live(mid("a"), mid("b"))
+	conns[mid("c")] = connState{ring: testRing, live: true} // connected, no stream yet
+	d := decide(s, t0, testTimes(), conns, nil, noSends)
+	if len(d.joins) != 1 || d.joins[0].WorkerID != "b" {
+		t.Fatalf("joins %+v, want b only (a is active, c does not stream)", d.joins)
+	}
+	apply(t, s, &fsm.Down{Ring: testRing, WorkerID: "a", Incarnation: "a-1"})
+	if d := decide(s, t0, testTimes(), live(mid("a")), nil, noSends); len(d.joins) != 1 || d.joins[0].WorkerID != "a" {
+		t.Fatalf("a reconnect of a departed member must join again: %+v", d.joins)
+	}
+}
+
+func TestDecideDownWaitsForTheReconnectGraceUnlessSeen(t *testing.T) {
+	s := twoMembers(t)
+	tt := testTimes()
+	conns := live(mid("a"))
+	d := decide(s, t0.Add(time.Second), tt, conns, nil, noSends)
+	if len(d.downs) != 0 || !d.wake.Equal(tt.downAfter) {
+		t.Fatalf("b has not had its grace yet: downs %+v wake %v", d.downs, d.wake)
+	}
+	d = decide(s, t0.Add(time.Second), tt, conns, map[memberID]bool{mid("b"): true}, noSends)
+	if len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
+		t.Fatalf("b was connected during this term and is gone: downs %+v", d.downs)
+	}
+	d = decide(s, tt.downAfter, tt, conns, nil, noSends)
+	if len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
+		t.Fatalf("past the grace: downs %+v", d.downs)
+	}
+	ended := live(mid("a"))
+	ended[mid("b")] = connState{ring: testRing} // stream ended, connection open
+	if d := decide(s, tt.downAfter, tt, ended, nil, noSends); len(d.downs) != 1 {
+		t.Fatalf("a member whose stream ended is down: %+v", d.downs)
+	}
+}
+
+func TestDecideNewLeaderTreatsEveryHoldAsAliveUntilItsFloor(t *testing.T) {
+	s := twoMembers(t)
+	apply(t, s, &fsm.Down{Ring: testRing, WorkerID: "b", Incarnation: "b-1"})
+	tt := testTimes()
+	floor := tt.electedAt.Add(tt.leaderLease).Add(tt.holderBound)
+	conns := live(mid("a"))
+	if d := decide(s, floor, tt, conns, nil, noSends); len(d.expires) != 0 || !d.wake.After(floor) {
+		t.Fatalf("at the floor nothing expires: %+v", d)
+	}
+	d := decide(s, floor.Add(time.Nanosecond), tt, conns, nil, noSends)
+	b := s.Ring(testRing).Members[mid("b").key()]
+	if len(d.expires) != 1 || d.expires[0].WorkerID != "b" || d.expires[0].UpTo != b.Epoch ||
+		d.expires[0].Generation != s.Ring(testRing).Generation {
+		t.Fatalf("past the floor b's epoch %d expires at generation %d: %+v", b.Epoch, s.Ring(testRing).Generation, d.expires)
+	}
+}
+
+func TestDecideExpiresOnlyAfterTheLastSendOfTheEpochPlusTheHolderBound(t *testing.T) {
+	s := twoMembers(t)
+	apply(t, s, &fsm.Down{Ring: testRing, WorkerID: "b", Incarnation: "b-1"})
+	b := s.Ring(testRing).Members[mid("b").key()]
+	tt := testTimes()
+	log := newSendLog()
+	lastSent := t0.Add(10 * time.Second) // long after the floor
+	log.stamp(lastSent, func() (memberID, uint64, bool) { return mid("b"), b.Epoch, true })
+	conns := live(mid("a"))
+	check := func(now time.Time) ringDecisions {
+		var d ringDecisions
+		log.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
+			d = decide(s, now, tt, conns, nil, lastUpTo)
+		})
+		return d
+	}
+	due := lastSent.Add(tt.holderBound)
+	if d := check(due); len(d.expires) != 0 || !d.wake.After(due) {
+		t.Fatalf("at lastSent + bound nothing expires: %+v", d)
+	}
+	if d := check(due.Add(time.Nanosecond)); len(d.expires) != 1 {
+		t.Fatalf("past lastSent + bound b expires: %+v", d)
+	}
+	// A worker uses the element answering a demand sent before lastSent for at most TTL; the
+	// coordinator's bound covers it with drift and margin to spare.
+	if tt.holderBound <= testTiming.TTL {
+		t.Fatalf("holder bound %v must exceed the TTL %v", tt.holderBound, testTiming.TTL)
+	}
+}
+
+func TestDecideExpiresUpToTheHighestDueEpochOfEachMember(t *testing.T) {
+	s := fsm.NewState()
+	apply(t, s, join("a"))
+	planAll(t, s) // a: whole ring, epoch e1
+	e1 := s.Ring(testRing).Members[mid("a").key()].Epoch
+	apply(t, s, join("b"))
+	planAll(t, s) // a shrinks: e2; its second half is a hold of e1
+	e2 := s.Ring(testRing).Members[mid("a").key()].Epoch
+	apply(t, s, &fsm.Down{Ring: testRing, WorkerID: "a", Incarnation: "a-1"})
+	// holds of a: e1 (older) and e2 (current of a departed member)
+	tt := testTimes()
+	log := newSendLog()
+	sent1 := t0.Add(5 * time.Second)
+	sent2 := t0.Add(9 * time.Second)
+	log.stamp(sent1, func() (memberID, uint64, bool) { return mid("a"), e1, true })
+	log.stamp(sent2, func() (memberID, uint64, bool) { return mid("a"), e2, true })
+	conns := live(mid("b"))
+	var d ringDecisions
+	log.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
+		d = decide(s, sent1.Add(tt.holderBound).Add(time.Millisecond), tt, conns, nil, lastUpTo)
+	})
+	if len(d.expires) != 1 || d.expires[0].UpTo != e1 {
+		t.Fatalf("only e1 is due: %+v", d.expires)
+	}
+	log.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
+		d = decide(s, sent2.Add(tt.holderBound).Add(time.Millisecond), tt, conns, nil, lastUpTo)
+	})
+	if len(d.expires) != 1 || d.expires[0].UpTo != e2 {
+		t.Fatalf("e1 and e2 are due: %+v", d.expires)
+	}
+}
+
+func TestSendLogLastUpToAndPrune(t *testing.T) {
+	log := newSendLog()
+	m := mid("a")
+	for i, e := range []uint64{3, 5, 8} {
+		at := t0.Add(time.Duration(i) * time.Second)
+		log.stamp(at, func() (memberID, uint64, bool) { return m, e, true })
+	}
+	if log.stamp(t0, func() (memberID, uint64, bool) { return m, 9, false }) {
+		t.Fatal("stamp must not record when read says no")
+	}
+	lastUpTo := func(e uint64) (time.Time, bool) {
+		var at time.Time
+		var ok bool
+		log.view(func(f func(memberID, uint64) (time.Time, bool)) { at, ok = f(m, e) })
+		return at, ok
+	}
+	if _, ok := lastUpTo(2); ok {
+		t.Fatal("nothing sent up to epoch 2")
+	}
+	if at, _ := lastUpTo(7); !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("up to 7: %v", at)
+	}
+	// The state needs epochs from 7 on: 5 stays (the latest below 7), 3 goes.
+	log.prune(func(memberID) (uint64, bool) { return 7, true })
+	if at, _ := lastUpTo(7); !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("after prune, up to 7: %v", at)
+	}
+	if _, ok := lastUpTo(4); ok {
+		t.Fatal("epoch 3 should be pruned")
+	}
+	log.prune(func(memberID) (uint64, bool) { return 0, false })
+	if _, ok := lastUpTo(100); ok {
+		t.Fatal("a member gone from the state is forgotten")
+	}
+}
+
+// The new leader's floor is what protects leases an older leader sent: an element sent at any time
+// before electedAt + leaderLease is covered by the floor.
+func TestHoldsAliveUntilCoversTheOldLeadersLastPossibleSend(t *testing.T) {
+	tt := testTimes()
+	lastOldSend := tt.electedAt.Add(tt.leaderLease)
+	if tt.holdsAliveUntil().Before(testTiming.PossiblyAliveUntil(lastOldSend)) {
+		t.Fatal("floor earlier than the end of the old leader's last element")
+	}
+}

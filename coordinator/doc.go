@@ -1,0 +1,32 @@
+// Package coordinator runs one coordinator node of the ring coordinator cluster: a hashicorp/raft
+// voter that replicates the fsm state, an RSocket server that streams time-bounded leases to retry
+// workers, failure detection of those workers, and the admin HTTP endpoints.
+//
+// Every node accepts worker connections; only the leader answers them. A follower answers every
+// request with not_leader (and the leader's RSocket address, learned from the replicated state) or
+// no_leader. The leader turns what it sees into Raft commands and streams what was committed:
+//
+//	worker subscribes ring.leases   -> commit fsm.Join
+//	fsm.Plan gives new assignments  -> commit fsm.Assign, then push the new lease at once
+//	renewal tick                    -> VerifyLeader, then answer outstanding demand (no Raft write)
+//	ring.release / ring.leave       -> commit fsm.Release / fsm.Leave, then plan again
+//	connection closed or silent     -> commit fsm.Down
+//	hold no longer possibly in use  -> commit fsm.Expire, then plan again
+//
+// What it must never do: send a lease element carrying an assignment that is not committed; send
+// anything while it cannot show that a quorum heard from it within the Raft leader lease timeout;
+// expire a hold before the last element of that epoch it sent (or, for a new leader, its own
+// election) is older than the holder bound; decide membership or ranges anywhere but in the
+// committed state. docs/architecture.md has the proof sketch these rules come from.
+//
+// Usage (the binary does exactly this):
+//
+//	n, err := coordinator.New(coordinator.Config{NodeID: "c1", DataDir: "data/c1", Peers: peers})
+//	if err != nil { ... }
+//	if err := n.Start(ctx); err != nil { ... }
+//	<-sigterm
+//	n.Close() // hands leadership over first
+//
+// Time that decides anything comes from Config.Clock; the pure decisions (which holds may expire,
+// which members are down) live in decide.go and are tested on a manual clock.
+package coordinator

@@ -1,0 +1,45 @@
+package coordinator
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// Errors of the node's lifecycle. Errors sent to workers are the lease package's wire catalog
+// (lease.ErrNotLeader, lease.ErrUnavailable, ...); wireErr maps to them at the edge.
+var (
+	// ErrBadConfig: Config.Validate refused the configuration.
+	ErrBadConfig = errors.New("coordinator: bad config")
+	// ErrStarted: Start was called twice.
+	ErrStarted = errors.New("coordinator: already started")
+	// ErrClosed: the node was closed (or killed) and cannot start or serve again.
+	ErrClosed = errors.New("coordinator: closed")
+)
+
+// commitErr maps the error of a Raft Apply (future error or FSM response) to the wire catalog,
+// keeping the original in the chain (errors.Is still finds fsm.ErrUnsafeAssignment).
+// A command whose proposer lost leadership may or may not have committed: the commands are
+// idempotent, so the worker simply retries.
+func commitErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w: %w", lease.ErrNotLeader, err)
+	case errors.Is(err, fsm.ErrUnknownMember):
+		return fmt.Errorf("%w: %w", lease.ErrUnknownWorker, err)
+	case errors.Is(err, fsm.ErrBadEpoch), errors.Is(err, fsm.ErrMalformed):
+		return fmt.Errorf("%w: %w", lease.ErrBadRequest, err)
+	case errors.Is(err, fsm.ErrUnsafeAssignment):
+		return fmt.Errorf("%w: %w", lease.ErrInternal, err)
+	default:
+		// ErrEnqueueTimeout, ErrRaftShutdown, a lost quorum: nothing could be written.
+		return fmt.Errorf("%w: %w", lease.ErrUnavailable, err)
+	}
+}

@@ -1,0 +1,130 @@
+package coordinator
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// TestKilledLeaderIsReplacedWithoutChangingEpochs is invariant 4: workers that reconnect to the new
+// leader within their lease keep their ranges and epochs; nothing moves.
+func TestKilledLeaderIsReplacedWithoutChangingEpochs(t *testing.T) {
+	timing := lease.Timing{TTL: 3 * time.Second, Renewal: 500 * time.Millisecond}
+	c := newCluster(t, 3, func(_ int, cfg *Config) { cfg.Timing = timing })
+	leader := c.leader()
+	addrs := c.rsocketAddrs()
+	a := newTestWorker(t, "a", addrs...).start()
+	eventually(t, 10*time.Second, "a holds the ring", func() bool { return a.holds(lease.Ranges{lease.FullRing}, 0, 1) })
+	b := newTestWorker(t, "b", addrs...).start()
+	split := lease.Split(2)
+	eventually(t, 10*time.Second, "a and b split the ring", func() bool {
+		return a.holds(lease.Ranges{split[0]}, 0, 2) && b.holds(lease.Ranges{split[1]}, 1, 2)
+	})
+	beforeA, _ := a.latest()
+	beforeB, _ := b.latest()
+
+	killedAt := time.Now()
+	leader.Kill()
+	next := c.leader()
+	if next == leader {
+		t.Fatal("the killed node is still the leader")
+	}
+
+	for _, tc := range []struct {
+		w      *testWorker
+		before gotLease
+	}{{a, beforeA}, {b, beforeB}} {
+		var renewed gotLease
+		eventually(t, 10*time.Second, tc.w.id+" renewed by the new leader", func() bool {
+			for _, g := range tc.w.history() {
+				if g.via == next.RSocketAddr() {
+					renewed = g
+					return true
+				}
+			}
+			return false
+		})
+		if renewed.lease.Epoch != tc.before.lease.Epoch || !renewed.lease.Ranges.Equal(tc.before.lease.Ranges) ||
+			renewed.lease.NodeIndex != tc.before.lease.NodeIndex {
+			t.Errorf("%s: before the failover epoch %d %v node %d, after epoch %d %v node %d", tc.w.id,
+				tc.before.lease.Epoch, tc.before.lease.Ranges, tc.before.lease.NodeIndex,
+				renewed.lease.Epoch, renewed.lease.Ranges, renewed.lease.NodeIndex)
+		}
+		t.Logf("%s renewed by %s %v after the kill; its previous lease had %v left then", tc.w.id, next.cfg.NodeID,
+			renewed.at.Sub(killedAt).Round(time.Millisecond), tc.before.lease.ExpiresAt().Sub(killedAt).Round(time.Millisecond))
+	}
+
+	// Past the new leader's reconnect grace nobody is down and no epoch moved.
+	term := next.currentTerm()
+	if term == nil {
+		t.Fatal("the new leader lost its term")
+	}
+	term.mu.Lock()
+	downAfter := term.times.downAfter
+	term.mu.Unlock()
+	eventually(t, 10*time.Second, "the reconnect grace to pass", func() bool { return time.Now().After(downAfter.Add(timing.Renewal)) })
+	for _, tc := range []struct {
+		w      *testWorker
+		before gotLease
+	}{{a, beforeA}, {b, beforeB}} {
+		if g, _ := tc.w.latest(); g.lease.Epoch != tc.before.lease.Epoch {
+			t.Errorf("%s: epoch %d after the grace, %d before the failover", tc.w.id, g.lease.Epoch, tc.before.lease.Epoch)
+		}
+	}
+	checkExclusive(t, a, b)
+}
+
+// TestGracefulCloseThenQuorumLoss: Close hands leadership over (workers keep their epochs); once
+// two of three voters are gone nobody may renew anything, and requests get no_leader.
+func TestGracefulCloseThenQuorumLoss(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	addrs := c.rsocketAddrs()
+	a := newTestWorker(t, "a", addrs...).start()
+	eventually(t, 10*time.Second, "a holds the ring", func() bool { return a.holds(lease.Ranges{lease.FullRing}, 0, 1) })
+	before, _ := a.latest()
+
+	if err := leader.Close(); err != nil {
+		t.Fatalf("graceful close: %v", err)
+	}
+	next := c.leader()
+	eventually(t, 10*time.Second, "a renewed by the new leader", func() bool {
+		g, ok := a.latest()
+		return ok && g.via == next.RSocketAddr()
+	})
+	if g, _ := a.latest(); g.lease.Epoch != before.lease.Epoch {
+		t.Fatalf("epoch %d after the handover, %d before", g.lease.Epoch, before.lease.Epoch)
+	}
+
+	// The leader stays up but loses its quorum: it must stop renewing (VerifyLeader fails, then
+	// Raft steps it down) and nobody else can be elected.
+	survivor := next
+	killedAt := time.Now()
+	c.followers(next)[0].Kill()
+	time.Sleep(3 * survivor.cfg.ElectionTimeout)
+	for _, g := range a.history() {
+		if g.at.After(killedAt.Add(time.Second)) {
+			t.Fatalf("a lease arrived %v after quorum was lost", g.at.Sub(killedAt))
+		}
+	}
+	if survivor.IsLeader() {
+		t.Fatal("a single voter of three became leader")
+	}
+	w := newTestWorker(t, "probe", survivor.RSocketAddr())
+	client, err := w.dial(survivor.RSocketAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	var we *lease.WireError
+	if err := w.request(client, lease.RouteView, struct{}{}, nil); !errors.As(err, &we) || we.Code != lease.CodeNoLeader {
+		t.Fatalf("ring.view without a quorum: %v", err)
+	}
+	var rd readiness
+	if status := getJSON(t, survivor.HTTPAddr(), PathReadyz, &rd); status != http.StatusServiceUnavailable || rd.Ready {
+		t.Fatalf("readyz without a leader: %d %+v", status, rd)
+	}
+}

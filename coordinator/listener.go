@@ -1,0 +1,108 @@
+package coordinator
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// silenceListener wraps the RSocket listener so that every accepted connection is closed once
+// nothing was read from it for the silence timeout, and once a write stalls for the write timeout.
+//
+// rsocket-go's server never sends keepalives of its own and keeps a 90 s read deadline whatever the
+// client's SETUP says (it even reads the SETUP frame with no deadline at all), so a hung, stopped or
+// cut-off worker would hold its ranges for 90 s. Each Read here waits at most the silence timeout:
+// the deadlines rsocket-go sets are ignored, ours is set before every Read. A timed-out Read fails
+// rsocket-go's read loop, which closes the socket and fires OnClose, where the worker is marked down.
+// A failed write closes the connection for the same reason: rsocket-go only logs write errors.
+//
+// It also keeps every open connection by remote address, so that the coordinator closes a worker
+// connection by closing its net.Conn: rsocket-go then tears the socket down from its own read loop,
+// after that loop stopped dispatching frames. Closing the rsocket socket from another goroutine
+// races with frames being dispatched to the streams it disposes.
+type silenceListener struct {
+	net.Listener
+	silence time.Duration
+	write   time.Duration
+
+	mu    sync.Mutex
+	conns map[string]*silenceConn
+}
+
+func newSilenceListener(l net.Listener, silence, write time.Duration) *silenceListener {
+	return &silenceListener{Listener: l, silence: silence, write: write, conns: map[string]*silenceConn{}}
+}
+
+func (l *silenceListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &silenceConn{Conn: c, silence: l.silence, write: l.write, owner: l}
+	l.mu.Lock()
+	l.conns[c.RemoteAddr().String()] = sc
+	l.mu.Unlock()
+	return sc, nil
+}
+
+// closeRemote closes the connection from remote; false if there is none.
+func (l *silenceListener) closeRemote(remote string) bool {
+	l.mu.Lock()
+	c := l.conns[remote]
+	l.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
+type silenceConn struct {
+	net.Conn
+	silence time.Duration
+	write   time.Duration
+	owner   *silenceListener
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func (c *silenceConn) Read(b []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.silence)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *silenceConn) Write(b []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.write)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		_ = c.Close()
+	}
+	return n, err
+}
+
+// SetReadDeadline, SetWriteDeadline and SetDeadline ignore rsocket-go's 90 s deadlines: Read and
+// Write set their own.
+func (c *silenceConn) SetReadDeadline(time.Time) error { return nil }
+
+// SetWriteDeadline is ignored; see SetReadDeadline.
+func (c *silenceConn) SetWriteDeadline(time.Time) error { return nil }
+
+// SetDeadline is ignored; see SetReadDeadline.
+func (c *silenceConn) SetDeadline(time.Time) error { return nil }
+
+func (c *silenceConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.owner.mu.Lock()
+		if c.owner.conns[c.RemoteAddr().String()] == c {
+			delete(c.owner.conns, c.RemoteAddr().String())
+		}
+		c.owner.mu.Unlock()
+		c.closeErr = c.Conn.Close()
+	})
+	return c.closeErr
+}

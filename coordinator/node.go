@@ -1,0 +1,383 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/rs/zerolog"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// Node is one coordinator: a Raft voter, an RSocket server for workers and an admin HTTP server.
+// Create it with New, run it with Start, stop it with Close (graceful) or Kill (abrupt).
+type Node struct {
+	cfg   Config
+	log   zerolog.Logger
+	clock lease.Clock
+	fsm   *fsm.FSM
+	conns *connRegistry
+
+	// Set by Start, read-only afterwards.
+	raft        *raft.Raft
+	parts       *raftParts
+	rsListener  *silenceListener
+	httpServer  *http.Server
+	raftAddr    string // advertised
+	rsocketAddr string
+	httpAddr    string
+	serveCancel context.CancelFunc
+
+	stop         chan struct{}
+	wg           sync.WaitGroup
+	registerKick chan struct{}
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	term    *leaderTerm // non-nil while this node is the leader
+}
+
+// New checks cfg and builds a node; nothing is opened before Start.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	log := cfg.Logger.With().Str("node_id", cfg.NodeID).Logger()
+	n := &Node{
+		cfg:          cfg,
+		log:          log.With().Str("component", "coordinator").Logger(),
+		clock:        cfg.Clock,
+		fsm:          fsm.New(log.With().Str("component", "fsm").Logger()),
+		stop:         make(chan struct{}),
+		registerKick: make(chan struct{}, 1),
+	}
+	n.conns = newConnRegistry(n.connsChanged)
+	return n, nil
+}
+
+// Start binds the listeners (or takes the configured ones), starts Raft (bootstrapping from Peers
+// on first start), the RSocket and HTTP servers and the node's loops. ctx bounds the start only;
+// the node runs until Close or Kill.
+func (n *Node) Start(ctx context.Context) (err error) {
+	n.mu.Lock()
+	switch {
+	case n.closed:
+		n.mu.Unlock()
+		return ErrClosed
+	case n.started:
+		n.mu.Unlock()
+		return ErrStarted
+	}
+	n.started = true
+	n.mu.Unlock()
+
+	var toClose []net.Listener
+	defer func() {
+		if err != nil {
+			for _, l := range toClose {
+				_ = l.Close()
+			}
+			// A node that failed to start cannot start again: its given listeners are closed.
+			n.mu.Lock()
+			n.started, n.closed = false, true
+			n.mu.Unlock()
+		}
+	}()
+	listen := func(given net.Listener, addr string) (net.Listener, error) {
+		if given != nil {
+			toClose = append(toClose, given)
+			return given, nil
+		}
+		var lc net.ListenConfig
+		l, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("coordinator: listen %s: %w", addr, err)
+		}
+		toClose = append(toClose, l)
+		return l, nil
+	}
+	raftLn, err := listen(n.cfg.RaftListener, n.cfg.RaftAddr)
+	if err != nil {
+		return err
+	}
+	rsLn, err := listen(n.cfg.RSocketListener, n.cfg.RSocketAddr)
+	if err != nil {
+		return err
+	}
+	httpLn, err := listen(n.cfg.HTTPListener, n.cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	n.raftAddr = n.cfg.raftAdvertise(raftLn.Addr().String())
+	n.rsocketAddr = orDefault(n.cfg.RSocketAdvertise, rsLn.Addr().String())
+	n.httpAddr = orDefault(n.cfg.HTTPAdvertise, httpLn.Addr().String())
+	n.rsListener = newSilenceListener(rsLn, n.cfg.SilenceTimeout, n.cfg.WriteTimeout)
+
+	parts, err := n.startRaft(raftLn)
+	if err != nil {
+		return err
+	}
+	n.parts, n.raft = parts, parts.raft
+
+	serveCtx, cancel := context.WithCancel(context.Background())
+	n.serveCancel = cancel
+	n.httpServer = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+
+	n.spawn(func() { n.serveRSocket(serveCtx) })
+	n.spawn(func() {
+		if err := n.httpServer.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error().Err(err).Msg("admin http server stopped")
+		}
+	})
+	n.spawn(n.watchLeadership)
+	n.spawn(n.forwardChanges)
+	n.spawn(n.registerLoop)
+	n.log.Info().Str("raft_addr", n.raftAddr).Str("rsocket_addr", n.rsocketAddr).Str("http_addr", n.httpAddr).
+		Msg("coordinator started")
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
+
+func (n *Node) spawn(fn func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
+}
+
+// Close stops the node gracefully: if it leads, it hands leadership to another voter first, so
+// that workers find a new leader within milliseconds; then it closes worker connections, the
+// servers and Raft.
+func (n *Node) Close() error {
+	if !n.beginClose() {
+		return nil
+	}
+	if n.raft != nil && n.raft.State() == raft.Leader {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn().Err(err).Msg("leadership transfer before shutdown failed")
+		}
+	}
+	return n.shutdown(true)
+}
+
+// Kill stops the node abruptly, as kill -9 would: no leadership transfer, no goodbye to workers.
+// Listeners, connections and Raft are closed at once, so the other nodes and the workers see the
+// node vanish.
+func (n *Node) Kill() {
+	if n.beginClose() {
+		_ = n.shutdown(false)
+	}
+}
+
+func (n *Node) beginClose() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.closed = true
+	return n.started
+}
+
+func (n *Node) shutdown(graceful bool) error {
+	close(n.stop)
+	n.mu.Lock()
+	t := n.term
+	n.term = nil
+	n.mu.Unlock()
+	if t != nil {
+		t.stop(graceful, n.leaderErr())
+	}
+	// Cancelling the serve context closes the RSocket listener and every worker connection.
+	n.serveCancel()
+	_ = n.rsListener.Close()
+	for _, c := range n.conns.snapshot() {
+		c.close()
+	}
+	var errs []error
+	if graceful {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		errs = append(errs, n.httpServer.Shutdown(ctx))
+		cancel()
+	} else {
+		errs = append(errs, n.httpServer.Close())
+	}
+	if !graceful {
+		// Close the transport before Raft so that peers see the node gone at once.
+		errs = append(errs, n.parts.transport.Close())
+	}
+	errs = append(errs, n.parts.close())
+	if t != nil {
+		t.wg.Wait() // its Raft calls returned when Raft shut down
+	}
+	n.wg.Wait()
+	n.log.Info().Bool("graceful", graceful).Msg("coordinator stopped")
+	if err := errors.Join(errs...); err != nil && graceful {
+		return err
+	}
+	return nil
+}
+
+// IsLeader reports whether this node is the Raft leader.
+func (n *Node) IsLeader() bool {
+	return n.raft != nil && n.raft.State() == raft.Leader
+}
+
+// Leader returns the leader's node id and RSocket address as this node knows them; empty when no
+// leader is known (or it has not registered its address yet).
+func (n *Node) Leader() (id, rsocketAddr string) {
+	if n.raft == nil {
+		return "", ""
+	}
+	_, lid := n.raft.LeaderWithID()
+	id = string(lid)
+	if id == "" {
+		return "", ""
+	}
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		if c := s.Coordinators[id]; c != nil {
+			rsocketAddr = c.RSocketAddr
+		}
+	})
+	return id, rsocketAddr
+}
+
+// RSocketAddr is the RSocket address this node registers (the bound one unless advertised).
+func (n *Node) RSocketAddr() string { return n.rsocketAddr }
+
+// HTTPAddr is the admin HTTP address this node registers.
+func (n *Node) HTTPAddr() string { return n.httpAddr }
+
+// RaftAddr is this node's address in the Raft configuration.
+func (n *Node) RaftAddr() string { return n.raftAddr }
+
+// currentTerm returns the leadership term, or nil when this node does not lead.
+func (n *Node) currentTerm() *leaderTerm {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.term
+}
+
+// leaderErr is the error a follower answers with: not_leader with the leader's id and RSocket
+// address, or no_leader when it knows no leader whose address it could give.
+func (n *Node) leaderErr() error {
+	id, addr := n.Leader()
+	switch {
+	case id == "":
+		return &lease.WireError{Code: lease.CodeNoLeader, Message: "no leader known"}
+	case id == n.cfg.NodeID:
+		return &lease.WireError{Code: lease.CodeNoLeader, Message: "this node is taking or leaving the lead; retry"}
+	case addr == "":
+		return &lease.WireError{Code: lease.CodeNoLeader, Message: fmt.Sprintf("leader %s has not registered its address yet", id)}
+	}
+	return &lease.WireError{Code: lease.CodeNotLeader, LeaderID: id, LeaderRSocketAddr: addr}
+}
+
+// watchLeadership starts a term when this node becomes leader and stops it when it no longer is.
+// Observations only wake it (they may be dropped when the channel is full); it reads the state
+// from Raft each time, and also polls, so a missed observation costs at most one poll period.
+func (n *Node) watchLeadership() {
+	obs := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	})
+	n.raft.RegisterObserver(observer)
+	defer n.raft.DeregisterObserver(observer)
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-obs:
+		case <-poll.C:
+		}
+		n.syncLeadership()
+	}
+}
+
+func (n *Node) syncLeadership() {
+	leader := n.raft.State() == raft.Leader
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	t := n.term
+	switch {
+	case leader && t == nil:
+		t = newLeaderTerm(n)
+		n.term = t
+		n.mu.Unlock()
+		n.log.Info().Uint64("raft_term", n.raft.CurrentTerm()).Msg("became leader")
+		t.start()
+		return
+	case !leader && t != nil:
+		n.term = nil
+		n.mu.Unlock()
+		n.log.Info().Msg("lost leadership")
+		t.stop(true, n.leaderErr())
+		n.kickRegister()
+		return
+	}
+	n.mu.Unlock()
+}
+
+// forwardChanges wakes the leader's loops and the registration loop after applied entries.
+func (n *Node) forwardChanges() {
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.fsm.Changed():
+		}
+		if t := n.currentTerm(); t != nil {
+			t.kickReconcile()
+			t.wakeStreams(false)
+		}
+		n.kickRegister()
+	}
+}
+
+func (n *Node) connsChanged() {
+	if t := n.currentTerm(); t != nil {
+		t.kickReconcile()
+	}
+}
+
+func (n *Node) kickRegister() {
+	select {
+	case n.registerKick <- struct{}{}:
+	default:
+	}
+}
+
+// apply commits one command through Raft and returns its error in the wire catalog. A successful
+// commit also renews the leader's right to send (see leaderTerm.extendVerified).
+func (n *Node) apply(cmd fsm.Command) error {
+	t := n.currentTerm()
+	if t == nil {
+		return n.leaderErr()
+	}
+	return t.apply(cmd)
+}

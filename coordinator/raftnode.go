@@ -1,0 +1,148 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+// raftTransportTimeout bounds dials and RPC writes between voters: a cut-off peer must not stall
+// heartbeats to the others for long.
+const raftTransportTimeout = time.Second
+
+// streamLayer is the Raft transport's listener and dialer: the listener is the node's Raft
+// listener, Addr is the advertised address (it may be a proxy's), and Dial goes through
+// Config.RaftDial when a test wants to cut this node's outbound traffic.
+type streamLayer struct {
+	net.Listener
+	advertise net.Addr
+	dial      func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+func (s *streamLayer) Addr() net.Addr { return s.advertise }
+
+func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.dial(ctx, string(addr))
+}
+
+type advertiseAddr string
+
+func (a advertiseAddr) Network() string { return "tcp" }
+func (a advertiseAddr) String() string  { return string(a) }
+
+// raftParts is everything that has to be closed after raft shuts down.
+type raftParts struct {
+	raft      *raft.Raft
+	transport *raft.NetworkTransport
+	store     *raftboltdb.BoltStore
+}
+
+func (p *raftParts) close() error {
+	var errs []error
+	if p.raft != nil {
+		errs = append(errs, p.raft.Shutdown().Error())
+	}
+	if p.transport != nil {
+		errs = append(errs, p.transport.Close())
+	}
+	if p.store != nil {
+		errs = append(errs, p.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// startRaft opens the log store, the snapshot store and the transport, starts Raft and bootstraps
+// the cluster from Peers when this node has no Raft state yet. Every voter bootstraps with the
+// same configuration; a node that finds the cluster already bootstrapped gets ErrCantBootstrap,
+// which is harmless.
+func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
+	cfg := n.cfg
+	parts := &raftParts{}
+	fail := func(err error) (*raftParts, error) {
+		_ = parts.close()
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return fail(fmt.Errorf("coordinator: data dir: %w", err))
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+		NoSync:      cfg.NoSync,
+	})
+	if err != nil {
+		return fail(fmt.Errorf("coordinator: open raft log: %w", err))
+	}
+	parts.store = store
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return fail(fmt.Errorf("coordinator: log cache: %w", err))
+	}
+	rlog := hclogFor(n.log.With().Str("component", "raft").Logger(), "raft")
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, rlog)
+	if err != nil {
+		return fail(fmt.Errorf("coordinator: snapshot store: %w", err))
+	}
+
+	dial := cfg.RaftDial
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	parts.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  &streamLayer{Listener: ln, advertise: advertiseAddr(n.raftAddr), dial: dial},
+		MaxPool: 3,
+		Timeout: raftTransportTimeout,
+		Logger:  rlog,
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.Logger = rlog
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrBadConfig, err))
+	}
+
+	hasState, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return fail(fmt.Errorf("coordinator: read raft state: %w", err))
+	}
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, parts.transport)
+	if err != nil {
+		return fail(fmt.Errorf("coordinator: start raft: %w", err))
+	}
+	parts.raft = r
+	if !hasState {
+		err := r.BootstrapCluster(n.bootstrapConfiguration()).Error()
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fail(fmt.Errorf("coordinator: bootstrap: %w", err))
+		}
+	}
+	return parts, nil
+}
+
+func (n *Node) bootstrapConfiguration() raft.Configuration {
+	if len(n.cfg.Peers) == 0 {
+		return raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.NodeID), Address: raft.ServerAddress(n.raftAddr),
+		}}}
+	}
+	var c raft.Configuration
+	for _, p := range n.cfg.Peers {
+		c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	return c
+}

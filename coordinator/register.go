@@ -1,0 +1,111 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/retryring/retryring/fsm"
+)
+
+// Registration retry periods: quick until the node sees itself in the replicated state, then a
+// slow check in case a snapshot restore or an operator removed it.
+const (
+	registerRetry = 200 * time.Millisecond
+	registerCheck = 5 * time.Second
+)
+
+// registerLoop makes this node's RSocket and HTTP addresses part of the replicated state, so that
+// followers can redirect workers to the leader and reach it over HTTP. The leader commits its own
+// registration; a follower posts its registration to the leader's /v1/internal/register, learning
+// the leader's HTTP address from the state (the leader registers first), until it sees itself.
+func (n *Node) registerLoop() {
+	client := &http.Client{Timeout: 2 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.registerKick:
+		case <-timer.C:
+		}
+		next := registerRetry
+		if n.registerOnce(ctx, client) {
+			next = registerCheck
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+func (n *Node) selfRegistration() fsm.Coordinator {
+	return fsm.Coordinator{ID: n.cfg.NodeID, RaftAddr: n.raftAddr, RSocketAddr: n.rsocketAddr, HTTPAddr: n.httpAddr}
+}
+
+// registerOnce reports whether the state already holds this node's current addresses; if not, it
+// makes one attempt to register them.
+func (n *Node) registerOnce(ctx context.Context, client *http.Client) bool {
+	want := n.selfRegistration()
+	var have *fsm.Coordinator
+	var leaderHTTP string
+	_, leader := n.raft.LeaderWithID()
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		if c := s.Coordinators[want.ID]; c != nil {
+			cc := *c
+			have = &cc
+		}
+		if c := s.Coordinators[string(leader)]; c != nil {
+			leaderHTTP = c.HTTPAddr
+		}
+	})
+	if have != nil && *have == want {
+		return true
+	}
+	if t := n.currentTerm(); t != nil {
+		t.mu.Lock()
+		ready := t.ready
+		t.mu.Unlock()
+		if ready {
+			if err := t.apply(&fsm.RegisterCoordinator{Coordinator: want}); err != nil {
+				n.log.Warn().Err(err).Msg("self registration failed")
+			}
+		}
+		return false
+	}
+	if leader == "" || leaderHTTP == "" {
+		return false
+	}
+	body, _ := json.Marshal(want)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leaderHTTP+PathRegister, bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		n.log.Debug().Err(err).Str("leader_http_addr", leaderHTTP).Msg("registration with the leader failed")
+		return false
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		n.log.Debug().Int("status", resp.StatusCode).Msg("leader refused the registration")
+	}
+	return false
+}

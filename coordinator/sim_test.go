@@ -1,0 +1,343 @@
+package coordinator
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// A simulation of the leader's decisions on a manual clock: the committed state, the send log,
+// decideRing and fsm.Plan, exactly as the leader runs them, driven by generated histories of
+// joins, crashes, reconnects, new incarnations, releases, leaves, time passing and leader changes.
+// Every element a worker receives is usable by it from the demand it answers until that demand
+// plus TTL×(1+ρ) (its clock may run slow), or until it receives the next one or leaves. No two
+// workers may be able to use one token, or Node-0, at the same instant.
+
+type simProc struct {
+	id, inc    string
+	connected  bool
+	demanding  bool // one element of demand is outstanding, sent at demandAt
+	demandAt   time.Time
+	lastEpoch  uint64 // of this connection's stream
+	got        []lease.Lease
+	recvAt     []time.Time
+	leftAt     time.Time
+	releasable uint64 // an epoch whose lease dropped something: the worker may release it
+}
+
+type sim struct {
+	timing  lease.Timing
+	now     time.Time
+	state   *fsm.State
+	tt      termTimes
+	sends   *sendLog
+	seen    map[memberID]bool
+	procs   []*simProc
+	nextInc int
+	log     []string
+}
+
+func newSim() *sim {
+	s := &sim{timing: testTiming.WithDefaults(), now: t0, state: fsm.NewState()}
+	s.newTerm(t0)
+	return s
+}
+
+func (s *sim) newTerm(electedAt time.Time) {
+	s.tt = termTimes{
+		electedAt: electedAt, leaderLease: DefaultLeaderLeaseTimeout, holderBound: s.timing.HolderBound(),
+		downAfter: electedAt.Add(DefaultSilenceTimeout).Add(DefaultReconnectGrace),
+	}
+	s.sends, s.seen = newSendLog(), map[memberID]bool{}
+}
+
+func (p *simProc) member() memberID {
+	return memberID{Ring: fsm.RingID(testRing), WorkerID: p.id, Incarnation: p.inc}
+}
+
+func (s *sim) logf(format string, args ...any) {
+	s.log = append(s.log, fmt.Sprintf("%v ", s.now.Sub(t0))+fmt.Sprintf(format, args...))
+}
+
+// reconcile runs the leader's pass until nothing changes, pushing new assignments at once.
+func (s *sim) reconcile() {
+	for range 10 {
+		if !s.decideAndApply(s.state) {
+			return
+		}
+		s.deliver(false)
+	}
+}
+
+// decideAndApply runs one leader pass on st; it reports whether anything was committed.
+func (s *sim) decideAndApply(st *fsm.State) bool {
+	conns := map[memberID]connState{}
+	for _, p := range s.procs {
+		if p.connected {
+			conns[p.member()] = connState{ring: testRing, live: true, streaming: true}
+			s.seen[p.member()] = true
+		}
+	}
+	r := st.Ring(testRing)
+	if r == nil {
+		r = &fsm.Ring{Key: testRing, Members: map[string]*fsm.Member{}}
+	} else {
+		r = r.Clone()
+	}
+	var cmds []fsm.Command
+	s.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
+		d := decideRing(s.now, s.tt, fsm.RingID(testRing), r, conns, s.seen, lastUpTo)
+		for i := range d.joins {
+			cmds = append(cmds, &d.joins[i])
+		}
+		for i := range d.downs {
+			cmds = append(cmds, &d.downs[i])
+		}
+		for i := range d.expires {
+			cmds = append(cmds, &d.expires[i])
+		}
+	})
+	committed := false
+	for _, c := range cmds {
+		if err := st.Apply(c); err == nil {
+			committed = true
+			s.logf("commit %s %+v", commandName(c), c)
+		}
+	}
+	if a := fsm.Plan(st.Ring(testRing)); a != nil {
+		if err := st.Apply(a); err == nil {
+			committed = true
+			s.logf("commit %s %+v", commandName(a), a)
+		}
+	}
+	return committed
+}
+
+// deliver answers outstanding demand. A worker asks for the next element at some later event
+// (its REQUEST_N may be slow), so elements answer demands of various ages.
+func (s *sim) deliver(renew bool) { s.deliverFrom(s.state, renew) }
+
+// deliverFrom answers demand from st: a deposed leader answers from the state it knows, which may
+// lack entries that the new leader commits.
+func (s *sim) deliverFrom(st *fsm.State, renew bool) {
+	for _, p := range s.procs {
+		if !p.connected || !p.demanding {
+			continue
+		}
+		var l lease.Lease
+		ok := s.sends.stamp(s.now, func() (memberID, uint64, bool) {
+			r := st.Ring(testRing)
+			if r == nil {
+				return memberID{}, 0, false
+			}
+			m := r.Members[p.member().key()]
+			if m == nil || !m.Active || !m.Assigned() || (!renew && m.Epoch == p.lastEpoch) {
+				return memberID{}, 0, false
+			}
+			l = lease.Lease{WorkerID: p.id, Ring: testRing, NodeIndex: m.NodeIndex, NodeCount: m.NodeCount,
+				Epoch: m.Epoch, Generation: r.Generation, Ranges: m.Ranges, TTL: s.timing.TTL, ValidFrom: p.demandAt}
+			return p.member(), m.Epoch, true
+		})
+		if !ok {
+			continue
+		}
+		if n := len(p.got); n > 0 && l.Epoch < p.got[n-1].Epoch {
+			continue // the guard never goes back to an older epoch
+		}
+		if n := len(p.got); n > 0 && l.Epoch > p.got[n-1].Epoch {
+			prev := p.got[n-1]
+			if !prev.Ranges.Subtract(l.Ranges).Empty() || (prev.IsNode0() && !l.IsNode0()) {
+				p.releasable = l.Epoch
+			}
+		}
+		p.got = append(p.got, l)
+		p.recvAt = append(p.recvAt, s.now)
+		p.lastEpoch, p.demanding = l.Epoch, false
+	}
+}
+
+func (s *sim) step(t *rapid.T) {
+	var live, gone []*simProc
+	for _, p := range s.procs {
+		switch {
+		case p.connected:
+			live = append(live, p)
+		case p.leftAt.IsZero():
+			gone = append(gone, p)
+		}
+	}
+	switch rapid.IntRange(0, 11).Draw(t, "event") {
+	case 0, 1, 2: // time passes, then a renewal tick
+		s.now = s.now.Add(time.Duration(rapid.IntRange(0, 700).Draw(t, "ms")) * time.Millisecond)
+		s.reconcile()
+		s.deliver(true)
+	case 3: // a worker process starts (maybe a new incarnation of a known id)
+		id := fmt.Sprintf("w%d", rapid.IntRange(0, 3).Draw(t, "id"))
+		for _, p := range s.procs {
+			if p.id == id && p.connected {
+				p.connected = false // the old process is replaced (it may still use its lease)
+			}
+		}
+		s.nextInc++
+		s.procs = append(s.procs, &simProc{id: id, inc: fmt.Sprintf("i%d", s.nextInc), connected: true, demanding: true, demandAt: s.now})
+		s.logf("start %s/i%d", id, s.nextInc)
+	case 4: // a worker crashes or is cut off
+		if len(live) > 0 {
+			p := rapid.SampledFrom(live).Draw(t, "crash")
+			p.connected = false
+			s.logf("crash %s/%s", p.id, p.inc)
+		}
+	case 5: // a cut-off worker reconnects with the same incarnation
+		if len(gone) > 0 {
+			p := rapid.SampledFrom(gone).Draw(t, "reconnect")
+			superseded := false
+			for _, q := range s.procs {
+				superseded = superseded || (q.id == p.id && q != p && q.connected)
+			}
+			if !superseded {
+				p.connected, p.demanding, p.demandAt, p.lastEpoch = true, true, s.now, 0
+				s.logf("reconnect %s/%s", p.id, p.inc)
+			}
+		}
+	case 6: // a worker releases what its last shrink dropped
+		if len(live) > 0 {
+			p := rapid.SampledFrom(live).Draw(t, "release")
+			if p.releasable > 0 {
+				err := s.state.Apply(&fsm.Release{Ring: testRing, WorkerID: p.id, Incarnation: p.inc, Epoch: p.releasable})
+				s.logf("release %s/%s epoch %d: %v", p.id, p.inc, p.releasable, err)
+				p.releasable = 0
+			}
+		}
+	case 7: // a worker leaves: it stops using everything, then the leave is committed
+		if len(live) > 0 {
+			p := rapid.SampledFrom(live).Draw(t, "leave")
+			p.connected, p.leftAt = false, s.now
+			_ = s.state.Apply(&fsm.Leave{Ring: testRing, WorkerID: p.id, Incarnation: p.inc})
+			s.logf("leave %s/%s", p.id, p.inc)
+		}
+	case 8: // leader change: the old leader may still renew until its last quorum contact + LLT,
+		// which is after the new leader's election at worst by LLT.
+		// Two renewals after the election, the second answering the demand the first prompted.
+		elected := s.now
+		llt := int(DefaultLeaderLeaseTimeout/time.Millisecond) - 1
+		x1 := rapid.IntRange(0, llt).Draw(t, "old_send_1_ms")
+		x2 := rapid.IntRange(x1, llt).Draw(t, "old_send_2_ms")
+		// The old leader's last proposals may reach the new leader's log without the old leader
+		// ever seeing them committed: the new leader commits them, the old one keeps renewing
+		// from the state before them.
+		next := s.state
+		if rapid.Bool().Draw(t, "old_leader_behind") {
+			next = s.state.Clone()
+			s.decideAndApply(next)
+		}
+		s.now = elected.Add(time.Duration(x1) * time.Millisecond)
+		s.deliver(true)
+		for _, p := range s.procs {
+			if p.connected && !p.demanding { // asks again at once, after the election
+				p.demanding, p.demandAt = true, s.now
+			}
+		}
+		s.now = elected.Add(time.Duration(x2) * time.Millisecond)
+		s.deliver(true)
+		s.state = next
+		s.newTerm(elected)
+		for _, p := range s.procs {
+			// Workers find the new leader later (a reconnect event), still using what they hold.
+			if p.connected && rapid.Bool().Draw(t, "reconnects_later") {
+				p.connected = false
+			}
+			p.lastEpoch = 0
+		}
+		s.logf("leader change, elected at %v", elected.Sub(t0))
+		s.reconcile()
+		s.deliver(true)
+	case 9:
+		s.reconcile()
+	case 10, 11: // a worker asks for its next element
+		if len(live) > 0 {
+			p := rapid.SampledFrom(live).Draw(t, "demand")
+			if !p.demanding {
+				p.demanding, p.demandAt = true, s.now
+			}
+		}
+	}
+}
+
+// check verifies exclusivity and one Node-0 over every stretch of use of every worker.
+func (s *sim) check(t *rapid.T) {
+	type use struct {
+		who      string
+		from, to time.Time
+		l        lease.Lease
+	}
+	var uses []use
+	slow := time.Duration(float64(s.timing.TTL) * s.timing.Drift)
+	for _, p := range s.procs {
+		for i, l := range p.got {
+			end := l.ValidFrom.Add(l.TTL + slow)
+			if i+1 < len(p.got) && p.recvAt[i+1].Before(end) {
+				end = p.recvAt[i+1]
+			}
+			if !p.leftAt.IsZero() && p.leftAt.Before(end) {
+				end = p.leftAt
+			}
+			uses = append(uses, use{who: p.id + "/" + p.inc, from: p.recvAt[i], to: end, l: l})
+		}
+	}
+	for i, a := range uses {
+		for _, b := range uses[i+1:] {
+			if a.who == b.who || !a.from.Before(b.to) || !b.from.Before(a.to) {
+				continue
+			}
+			if a.l.Ranges.Overlaps(b.l.Ranges) || (a.l.IsNode0() && b.l.IsNode0()) {
+				t.Fatalf("%s epoch %d %v node %d [%v,%v] and %s epoch %d %v node %d [%v,%v] overlap\n%s",
+					a.who, a.l.Epoch, a.l.Ranges, a.l.NodeIndex, a.from.Sub(t0), a.to.Sub(t0),
+					b.who, b.l.Epoch, b.l.Ranges, b.l.NodeIndex, b.from.Sub(t0), b.to.Sub(t0), joinLines(s.log))
+			}
+		}
+	}
+}
+
+func joinLines(lines []string) string {
+	out := ""
+	for _, l := range lines {
+		out += l + "\n"
+	}
+	return out
+}
+
+func TestSimulatedLeaderKeepsLeasesExclusive(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := newSim()
+		steps := rapid.IntRange(10, 80).Draw(t, "steps")
+		for range steps {
+			s.step(t)
+		}
+		// Let the ring settle: workers release, time passes, every hold ends.
+		for range 20 {
+			for _, p := range s.procs {
+				if p.connected && p.releasable > 0 {
+					_ = s.state.Apply(&fsm.Release{Ring: testRing, WorkerID: p.id, Incarnation: p.inc, Epoch: p.releasable})
+					p.releasable = 0
+				}
+			}
+			s.now = s.now.Add(s.timing.Renewal)
+			for _, p := range s.procs {
+				if p.connected && !p.demanding {
+					p.demanding, p.demandAt = true, s.now
+				}
+			}
+			s.reconcile()
+			s.deliver(true)
+		}
+		s.check(t)
+		if r := s.state.Ring(testRing); r != nil && !r.Settled() {
+			t.Fatalf("ring not settled after the quiet period: %+v\n%s", r, joinLines(s.log))
+		}
+	})
+}

@@ -1,0 +1,443 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// leaderTerm is one stretch of leadership of this node. It owns what the leader alone does: the
+// send log, the right to send (renewed by VerifyLeader), the lease streams, failure detection,
+// hold expiry and planning. A new term starts from nothing: it knows no send time of any earlier
+// leader, so it treats every hold as possibly alive until termTimes.holdsAliveUntil.
+type leaderTerm struct {
+	n      *Node
+	log    zerolog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	sends  *sendLog
+
+	kick      chan struct{} // wakes the reconcile loop
+	verifyNow chan struct{} // asks the verify loop for an extra VerifyLeader
+	wg        sync.WaitGroup
+
+	mu            sync.Mutex
+	ready         bool
+	times         termTimes
+	verifiedUntil time.Time
+	streams       map[*leaseStream]struct{}
+
+	seen   map[memberID]bool    // reconcile loop only
+	recent map[string]time.Time // reconcile loop only: commands committed lately, by encoding
+}
+
+// reproposeAfter spaces out identical proposals. Every command is idempotent, so proposing one
+// again is harmless, but a command the state ignores (an Expire overtaken by a reconnect, say)
+// would otherwise be proposed again on every pass, each pass woken by the previous commit.
+const reproposeAfter = 100 * time.Millisecond
+
+func (t *leaderTerm) proposedRecently(c fsm.Command, now time.Time) time.Duration {
+	b, err := fsm.Encode(c)
+	if err != nil {
+		return 0
+	}
+	at, ok := t.recent[string(b)]
+	if !ok || now.Sub(at) >= reproposeAfter {
+		return 0
+	}
+	return reproposeAfter - now.Sub(at)
+}
+
+func (t *leaderTerm) markProposed(c fsm.Command, now time.Time) {
+	for k, at := range t.recent {
+		if now.Sub(at) >= reproposeAfter {
+			delete(t.recent, k)
+		}
+	}
+	if b, err := fsm.Encode(c); err == nil {
+		t.recent[string(b)] = now
+	}
+}
+
+func newLeaderTerm(n *Node) *leaderTerm {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &leaderTerm{
+		n: n, log: n.log.With().Str("component", "leader").Logger(),
+		ctx: ctx, cancel: cancel, sends: newSendLog(),
+		kick: make(chan struct{}, 1), verifyNow: make(chan struct{}, 1),
+		streams: map[*leaseStream]struct{}{}, seen: map[memberID]bool{}, recent: map[string]time.Time{},
+	}
+}
+
+func (t *leaderTerm) start() {
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		if !t.barrier() {
+			return
+		}
+		t.wg.Add(2)
+		go func() { defer t.wg.Done(); t.verifyLoop() }()
+		go func() { defer t.wg.Done(); t.reconcileLoop() }()
+		t.n.kickRegister()
+	}()
+}
+
+// barrier waits until every entry of earlier terms is applied here, then records the election
+// time. Nothing is planned, expired or sent before: the state could still miss committed entries.
+func (t *leaderTerm) barrier() bool {
+	for {
+		err := t.n.raft.Barrier(t.n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		t.log.Warn().Err(err).Msg("barrier failed")
+		select {
+		case <-t.ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	now := t.n.clock.Now()
+	cfg := t.n.cfg
+	t.mu.Lock()
+	t.times = termTimes{
+		electedAt:   now,
+		leaderLease: cfg.LeaderLeaseTimeout,
+		holderBound: cfg.Timing.HolderBound(),
+		downAfter:   now.Add(cfg.SilenceTimeout).Add(cfg.ReconnectGrace),
+	}
+	t.ready = true
+	t.mu.Unlock()
+	t.log.Info().Time("elected_at", now).Msg("leader ready")
+	return true
+}
+
+// stop ends the term: nothing more is sent; when graceful, every lease stream gets err (not_leader
+// or no_leader) and every worker connection is closed shortly after, so that workers go to the new
+// leader instead of waiting on this node.
+func (t *leaderTerm) stop(graceful bool, err error) {
+	t.cancel()
+	t.mu.Lock()
+	streams := make([]*leaseStream, 0, len(t.streams))
+	for s := range t.streams {
+		streams = append(streams, s)
+	}
+	t.streams = map[*leaseStream]struct{}{}
+	t.mu.Unlock()
+	if !graceful {
+		return
+	}
+	for _, s := range streams {
+		s.terminate(err)
+	}
+	conns := t.n.conns.snapshot()
+	go func() {
+		// Give the error frames a moment to leave before the connections close.
+		time.Sleep(100 * time.Millisecond)
+		for _, c := range conns {
+			c.close()
+		}
+	}()
+}
+
+// canSend reports whether an element may be written at now. Why: a leader that has not heard from
+// a quorum since t0 - LeaderLeaseTimeout may already be deposed without knowing it, and a newer
+// leader only waits electedAt + LeaderLeaseTimeout + HolderBound before it moves ranges. A quorum
+// that acknowledged this leader after t0 overlaps the quorum that elected any newer leader, whose
+// members would not vote while they had just heard from this one, so t0 precedes that election:
+// every element sent before t0 + LeaderLeaseTimeout is covered by the newer leader's wait. The
+// check happens just before the write; the Timing margin absorbs the gap.
+func (t *leaderTerm) canSend(now time.Time) bool {
+	if t.ctx.Err() != nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ready && now.Before(t.verifiedUntil)
+}
+
+// extendVerified records that a quorum acknowledged this leader after t0: by VerifyLeader, or by
+// committing an entry proposed at t0.
+func (t *leaderTerm) extendVerified(t0 time.Time) {
+	until := t0.Add(t.n.cfg.LeaderLeaseTimeout)
+	t.mu.Lock()
+	if until.After(t.verifiedUntil) {
+		t.verifiedUntil = until
+	}
+	t.mu.Unlock()
+}
+
+func (t *leaderTerm) requestVerify() {
+	select {
+	case t.verifyNow <- struct{}{}:
+	default:
+	}
+}
+
+func (t *leaderTerm) kickReconcile() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// verifyLoop is the renewal tick: every Timing.Renewal it confirms leadership with a quorum and
+// lets every stream answer its outstanding demand. Streams that want to send between ticks (a new
+// assignment, a new stream) ask for an extra verification instead of waiting for the tick.
+func (t *leaderTerm) verifyLoop() {
+	verify := func(renew bool) {
+		t0 := t.n.clock.Now()
+		if err := t.n.raft.VerifyLeader().Error(); err != nil {
+			t.log.Debug().Err(err).Msg("verify leader failed: not sending")
+			return
+		}
+		t.extendVerified(t0)
+		t.wakeStreams(renew)
+	}
+	verify(true)
+	tick := time.NewTicker(t.n.cfg.Timing.Renewal)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-tick.C:
+			verify(true)
+		case <-t.verifyNow:
+			verify(false)
+		}
+	}
+}
+
+// wakeStreams wakes every lease stream; with renew, each answers its outstanding demand even if its
+// assignment did not change.
+func (t *leaderTerm) wakeStreams(renew bool) {
+	t.mu.Lock()
+	streams := make([]*leaseStream, 0, len(t.streams))
+	for s := range t.streams {
+		streams = append(streams, s)
+	}
+	t.mu.Unlock()
+	for _, s := range streams {
+		s.poke(renew)
+	}
+}
+
+// addStream registers a lease stream with this term; false when the term has ended.
+func (t *leaderTerm) addStream(s *leaseStream) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ctx.Err() != nil {
+		return false
+	}
+	t.streams[s] = struct{}{}
+	return true
+}
+
+func (t *leaderTerm) removeStream(s *leaseStream) {
+	t.mu.Lock()
+	delete(t.streams, s)
+	t.mu.Unlock()
+}
+
+// apply commits cmd; a commit proves a quorum heard from this leader after the proposal.
+func (t *leaderTerm) apply(cmd fsm.Command) error {
+	if t.ctx.Err() != nil {
+		return t.n.leaderErr()
+	}
+	b, err := fsm.Encode(cmd)
+	if err != nil {
+		return err
+	}
+	t0 := t.n.clock.Now()
+	f := t.n.raft.Apply(b, t.n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(commitErr(err), lease.ErrNotLeader) {
+			return t.n.leaderErr()
+		}
+		return commitErr(err)
+	}
+	t.extendVerified(t0)
+	if resp, ok := f.Response().(error); ok && resp != nil {
+		return commitErr(resp)
+	}
+	return nil
+}
+
+// reconcileLoop runs the leader's decisions whenever the state or the connections change, and when
+// a pending decision becomes due.
+func (t *leaderTerm) reconcileLoop() {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-t.kick:
+		case <-timer.C:
+		}
+		wake := t.reconcile()
+		next := t.n.cfg.Timing.Renewal
+		if !wake.IsZero() {
+			if d := wake.Sub(t.n.clock.Now()); d < next {
+				next = max(d, time.Millisecond)
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// reconcile proposes joins, downs and expiries that are due, then plans every ring on the state
+// they produced and commits the plan. Failed proposals are retried on the next pass: every
+// command is idempotent and every decision is recomputed from the committed state.
+func (t *leaderTerm) reconcile() (wake time.Time) {
+	t.mu.Lock()
+	ready, times := t.ready, t.times
+	t.mu.Unlock()
+	if !ready || t.ctx.Err() != nil {
+		return time.Time{}
+	}
+	later := func(w time.Time) {
+		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+			wake = w
+		}
+	}
+	// The rings are read before the connections: a worker that leaves marks its stream first and
+	// commits Leave after, so a pass never sees the member gone while its stream still streams
+	// (it would join it again).
+	rings := t.snapshotRings()
+	now := t.n.clock.Now()
+	conns := t.n.conns.states()
+	for m, cs := range conns {
+		if cs.live {
+			t.seen[m] = true
+		}
+	}
+	for m, cs := range conns {
+		// A streaming member of a ring nobody has joined yet: the ring exists from the Join on.
+		if _, ok := rings[m.Ring]; !ok && cs.streaming {
+			rings[m.Ring] = &fsm.Ring{Key: cs.ring, Members: map[string]*fsm.Member{}}
+		}
+	}
+	var cmds []fsm.Command
+	t.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
+		for id, r := range rings {
+			d := decideRing(now, times, id, r, conns, t.seen, lastUpTo)
+			later(d.wake)
+			for i := range d.joins {
+				cmds = append(cmds, &d.joins[i])
+			}
+			for i := range d.downs {
+				cmds = append(cmds, &d.downs[i])
+			}
+			for i := range d.expires {
+				cmds = append(cmds, &d.expires[i])
+			}
+		}
+	})
+	for _, c := range cmds {
+		if wait := t.proposedRecently(c, now); wait > 0 {
+			later(now.Add(wait))
+			continue
+		}
+		if err := t.apply(c); err != nil {
+			t.log.Warn().Err(err).Str("command", commandName(c)).Msg("proposal failed; retrying")
+			later(now.Add(100 * time.Millisecond))
+			continue
+		}
+		t.markProposed(c, now)
+		t.log.Info().Str("command", commandName(c)).Interface("args", c).Msg("committed")
+	}
+	if len(cmds) > 0 {
+		rings = t.snapshotRings()
+	}
+	for _, r := range rings {
+		plan := fsm.Plan(r)
+		if plan == nil {
+			continue
+		}
+		err := t.apply(plan)
+		switch {
+		case errors.Is(err, fsm.ErrUnsafeAssignment):
+			t.log.Debug().Err(err).Msg("plan refused; planning again")
+			later(now.Add(50 * time.Millisecond))
+		case err != nil:
+			t.log.Warn().Err(err).Msg("plan proposal failed; retrying")
+			later(now.Add(100 * time.Millisecond))
+		default:
+			t.log.Info().Str("ring", r.Key.String()).Interface("assignments", plan.Assignments).Msg("committed assignment")
+		}
+	}
+	t.pruneSends()
+	return wake
+}
+
+func (t *leaderTerm) snapshotRings() map[string]*fsm.Ring {
+	out := map[string]*fsm.Ring{}
+	t.n.fsm.View(func(s *fsm.State, _ uint64) {
+		for id, r := range s.Rings {
+			out[id] = r.Clone()
+		}
+	})
+	return out
+}
+
+// pruneSends drops send times the state no longer needs, and forgets members that are gone.
+func (t *leaderTerm) pruneSends() {
+	lowest := map[memberID]uint64{}
+	t.n.fsm.View(func(s *fsm.State, _ uint64) {
+		for id, r := range s.Rings {
+			for _, m := range r.Members {
+				low := m.Epoch
+				for _, h := range m.Holds {
+					low = min(low, h.Epoch)
+				}
+				lowest[memberID{Ring: id, WorkerID: m.WorkerID, Incarnation: m.Incarnation}] = low
+			}
+		}
+	})
+	t.sends.prune(func(m memberID) (uint64, bool) {
+		low, ok := lowest[m]
+		return low, ok
+	})
+	for m := range t.seen {
+		if _, ok := lowest[m]; !ok {
+			delete(t.seen, m)
+		}
+	}
+}
+
+func commandName(c fsm.Command) string {
+	switch c.Type() {
+	case fsm.TypeRegisterCoordinator:
+		return "register_coordinator"
+	case fsm.TypeRemoveCoordinator:
+		return "remove_coordinator"
+	case fsm.TypeJoin:
+		return "join"
+	case fsm.TypeDown:
+		return "down"
+	case fsm.TypeLeave:
+		return "leave"
+	case fsm.TypeRelease:
+		return "release"
+	case fsm.TypeExpire:
+		return "expire"
+	case fsm.TypeAssign:
+		return "assign"
+	}
+	return "unknown"
+}

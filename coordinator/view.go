@@ -1,0 +1,165 @@
+package coordinator
+
+import (
+	"sort"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// RingView is the answer of GET /v1/ring and of the ring.view route: this node's view of the
+// cluster and of every ring.
+type RingView struct {
+	CoordinatorID string          `json:"coordinator_id"`
+	LeaderID      string          `json:"leader_id"`
+	RaftTerm      uint64          `json:"raft_term"`
+	Coordinators  []NodeView      `json:"coordinators"`
+	Rings         []RingStateView `json:"rings"`
+}
+
+// NodeView is one coordinator: a voter of the Raft configuration or a registered node.
+type NodeView struct {
+	ID          string `json:"id"`
+	RaftAddr    string `json:"raft_addr"`
+	RSocketAddr string `json:"rsocket_addr"`
+	HTTPAddr    string `json:"http_addr"`
+	// State is "leader", "follower" (in the configuration, not the leader) or "removed"
+	// (registered but no longer in the configuration).
+	State string `json:"state"`
+	Voter bool   `json:"voter"`
+}
+
+// RingStateView is one ring.
+type RingStateView struct {
+	Region     string       `json:"region"`
+	Cluster    string       `json:"cluster"`
+	Service    string       `json:"service"`
+	Generation uint64       `json:"generation"`
+	Members    []MemberView `json:"members"`
+}
+
+// MemberView is one member (worker incarnation) of a ring, in join order.
+type MemberView struct {
+	WorkerID    string `json:"worker_id"`
+	Incarnation string `json:"incarnation"`
+	// NodeIndex is -1 before the first assignment.
+	NodeIndex int    `json:"node_index"`
+	Epoch     uint64 `json:"epoch"`
+	// Ranges are the current assignment's ranges, tokens as decimal strings.
+	Ranges []lease.WireRange `json:"ranges"`
+	// LeaseExpiresMs is the leader's wall-clock estimate (Unix ms) of when the last element of the
+	// current epoch it sent stops being usable: send time + TTL. Informational, never a safety
+	// input; 0 on followers and when this leader has sent nothing of that epoch.
+	LeaseExpiresMs int64 `json:"lease_expires_ms"`
+	// State is "active" (assigned), "joining" (active, nothing assigned yet) or "departed" (down,
+	// superseded or cut off; it stays until what it holds is released or expired).
+	State string `json:"state"`
+}
+
+// Member states of MemberView.
+const (
+	MemberActive   = "active"
+	MemberJoining  = "joining"
+	MemberDeparted = "departed"
+)
+
+// Coordinator states of NodeView.
+const (
+	CoordinatorLeader   = "leader"
+	CoordinatorFollower = "follower"
+	CoordinatorRemoved  = "removed"
+)
+
+// View returns this node's view of the cluster and the rings.
+func (n *Node) View() RingView {
+	v := RingView{CoordinatorID: n.cfg.NodeID, Coordinators: []NodeView{}, Rings: []RingStateView{}}
+	if n.raft == nil {
+		return v
+	}
+	_, leader := n.raft.LeaderWithID()
+	v.LeaderID = string(leader)
+	v.RaftTerm = n.raft.CurrentTerm()
+	var servers []raft.Server
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		servers = f.Configuration().Servers
+	}
+	term := n.currentTerm()
+	ttl := n.cfg.Timing.TTL
+	type expiry struct {
+		ring, member int
+		id           memberID
+		epoch        uint64
+	}
+	var expiries []expiry
+
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		inConfig := map[string]bool{}
+		for _, srv := range servers {
+			id := string(srv.ID)
+			inConfig[id] = true
+			cv := NodeView{ID: id, RaftAddr: string(srv.Address), State: CoordinatorFollower, Voter: srv.Suffrage == raft.Voter}
+			if id == v.LeaderID {
+				cv.State = CoordinatorLeader
+			}
+			if c := s.Coordinators[id]; c != nil {
+				cv.RSocketAddr, cv.HTTPAddr = c.RSocketAddr, c.HTTPAddr
+			}
+			v.Coordinators = append(v.Coordinators, cv)
+		}
+		for id, c := range s.Coordinators {
+			if !inConfig[id] {
+				v.Coordinators = append(v.Coordinators, NodeView{
+					ID: id, RaftAddr: c.RaftAddr, RSocketAddr: c.RSocketAddr, HTTPAddr: c.HTTPAddr, State: CoordinatorRemoved,
+				})
+			}
+		}
+		for ringID, r := range s.Rings {
+			rv := RingStateView{Region: r.Key.Region, Cluster: r.Key.Cluster, Service: r.Key.Service, Generation: r.Generation, Members: []MemberView{}}
+			for _, m := range r.SortedMembers() {
+				mv := MemberView{
+					WorkerID: m.WorkerID, Incarnation: m.Incarnation, NodeIndex: m.NodeIndex, Epoch: m.Epoch,
+					Ranges: lease.EncodeRanges(m.Ranges), State: memberState(m),
+				}
+				if m.Assigned() {
+					expiries = append(expiries, expiry{ring: len(v.Rings), member: len(rv.Members),
+						id: memberID{Ring: ringID, WorkerID: m.WorkerID, Incarnation: m.Incarnation}, epoch: m.Epoch})
+				}
+				rv.Members = append(rv.Members, mv)
+			}
+			v.Rings = append(v.Rings, rv)
+		}
+	})
+	// The send log is read outside fsm.View: a stream takes the log's lock before the state's.
+	if term != nil {
+		for _, e := range expiries {
+			if at, ok := term.sends.last(e.id, e.epoch); ok {
+				v.Rings[e.ring].Members[e.member].LeaseExpiresMs = at.Add(ttl).UnixMilli()
+			}
+		}
+	}
+	sort.Slice(v.Coordinators, func(i, j int) bool { return v.Coordinators[i].ID < v.Coordinators[j].ID })
+	sort.Slice(v.Rings, func(i, j int) bool {
+		a, b := v.Rings[i], v.Rings[j]
+		if a.Region != b.Region {
+			return a.Region < b.Region
+		}
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		return a.Service < b.Service
+	})
+	return v
+}
+
+func memberState(m *fsm.Member) string {
+	switch {
+	case !m.Active:
+		return MemberDeparted
+	case !m.Assigned():
+		return MemberJoining
+	default:
+		return MemberActive
+	}
+}

@@ -1,0 +1,159 @@
+package leaseclient
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// Defaults of Config. Zero values in a Config mean these.
+const (
+	// DefaultGuardMargin is the validity a lease must have left beyond an operation's timeout.
+	DefaultGuardMargin = 100 * time.Millisecond
+	// DefaultKeepalive is the KEEPALIVE period. The coordinator requires at most MaxKeepalive.
+	DefaultKeepalive = 200 * time.Millisecond
+	// MaxKeepalive is the longest KEEPALIVE period the protocol allows: the coordinator closes a
+	// connection it read nothing from for 750 ms and treats the worker as down.
+	MaxKeepalive = 200 * time.Millisecond
+	// DefaultKeepaliveLifetime is how long the client waits without reading anything (the
+	// coordinator echoes every KEEPALIVE) before it drops the connection and reconnects.
+	DefaultKeepaliveLifetime = time.Second
+	// DefaultDialTimeout bounds the TCP connect.
+	DefaultDialTimeout = 2 * time.Second
+	// DefaultRequestTimeout bounds a ring.release the client sends on its own.
+	DefaultRequestTimeout = 2 * time.Second
+	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect delay.
+	DefaultBackoffMin = 100 * time.Millisecond
+	DefaultBackoffMax = 5 * time.Second
+)
+
+// maxIDLen mirrors lease.Setup.Validate.
+const maxIDLen = 256
+
+// Backoff is the reconnect delay: before attempt n (0-based) the client sleeps a uniformly random
+// duration in [0, min(Max, Min·2^n)) — "full jitter", so that workers cut off together do not
+// reconnect together.
+type Backoff struct {
+	Min time.Duration
+	Max time.Duration
+}
+
+// Config configures a Client. Zero values mean the documented defaults.
+type Config struct {
+	// WorkerID names the worker in its ring. Required, at most 256 bytes.
+	WorkerID string
+	// Incarnation distinguishes this process from earlier ones with the same WorkerID. Empty means
+	// a random one, drawn once in New and kept across reconnects.
+	Incarnation string
+	// Ring is the ring the worker joins. Required.
+	Ring lease.RingKey
+	// Token is sent in SETUP when the coordinators require authentication. Optional.
+	Token string
+	// Coordinators are RSocket addresses (host:port) of any coordinator nodes. Required.
+	Coordinators []string
+	// Clock is the worker's monotonic clock; lease validity is counted on it. Default lease.SystemClock.
+	Clock lease.Clock
+	// GuardMargin is the Guard's margin. Default DefaultGuardMargin.
+	GuardMargin time.Duration
+	// Keepalive is the KEEPALIVE period, at most MaxKeepalive. Default DefaultKeepalive.
+	Keepalive time.Duration
+	// KeepaliveLifetime is how long the client tolerates reading nothing (from the first byte on) or
+	// a write that does not complete, before it drops the connection. Default DefaultKeepaliveLifetime.
+	KeepaliveLifetime time.Duration
+	// DialTimeout bounds each TCP connect. Default DefaultDialTimeout.
+	DialTimeout time.Duration
+	// RequestTimeout bounds each ring.release the client sends by itself. Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// Backoff bounds the reconnect delay. Default [DefaultBackoffMin, DefaultBackoffMax].
+	Backoff Backoff
+	// Logger receives the client's logs. The zero value logs nothing.
+	Logger zerolog.Logger
+	// Drain, if set, is called after the Guard switched to a lease new that dropped tokens (or
+	// Node-0) held under old, and before ring.release; and on Leave with a new lease that has no
+	// ranges and NodeIndex -1 (the Guard is already cleared then). It
+	// returns once in-flight operations on the dropped tokens have finished or been abandoned. An
+	// error (or a panic) means "not drained": the client then sends no release and the coordinator
+	// frees the tokens when old expires. Calls never overlap.
+	Drain func(ctx context.Context, old, new lease.Lease) error
+	// OnLease, if set, is called after each element is installed in the Guard, on the connection's
+	// read goroutine: it must return quickly. For tests and benchmarks.
+	OnLease func(lease.Lease)
+}
+
+// withDefaults fills zero fields. It does not draw the incarnation (New does, once).
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = lease.SystemClock{}
+	}
+	if c.GuardMargin == 0 {
+		c.GuardMargin = DefaultGuardMargin
+	}
+	if c.Keepalive == 0 {
+		c.Keepalive = DefaultKeepalive
+	}
+	if c.KeepaliveLifetime == 0 {
+		c.KeepaliveLifetime = DefaultKeepaliveLifetime
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Backoff.Min == 0 {
+		c.Backoff.Min = DefaultBackoffMin
+	}
+	if c.Backoff.Max == 0 {
+		c.Backoff.Max = DefaultBackoffMax
+	}
+	return c
+}
+
+// Validate reports the first problem of c (after defaults), wrapped in ErrInvalidConfig.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.WorkerID == "":
+		return bad("worker id is empty")
+	case len(c.WorkerID) > maxIDLen || len(c.Incarnation) > maxIDLen:
+		return bad("worker id and incarnation are limited to %d bytes", maxIDLen)
+	case len(c.Coordinators) == 0:
+		return bad("no coordinator address")
+	case c.GuardMargin < 0 || c.DialTimeout < 0 || c.RequestTimeout < 0:
+		return bad("negative duration")
+	case c.Keepalive < 0 || c.Keepalive > MaxKeepalive:
+		return bad("keepalive %v must be in (0, %v]: the coordinator drops silent workers", c.Keepalive, MaxKeepalive)
+	case c.KeepaliveLifetime < 2*c.Keepalive:
+		return bad("keepalive lifetime %v must be at least two keepalive periods (%v)", c.KeepaliveLifetime, 2*c.Keepalive)
+	case c.Backoff.Min < 0 || c.Backoff.Max < c.Backoff.Min:
+		return bad("backoff [%v, %v] is not a range", c.Backoff.Min, c.Backoff.Max)
+	}
+	if err := c.Ring.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	for _, addr := range c.Coordinators {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return bad("coordinator address %q: %v", addr, err)
+		}
+	}
+	return nil
+}
+
+// newIncarnation draws 128 random bits: two processes never share one.
+func newIncarnation() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("leaseclient: drawing an incarnation: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}

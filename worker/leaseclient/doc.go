@@ -1,0 +1,34 @@
+// Package leaseclient is a retry worker's side of the wire protocol (docs/protocol.md): it opens an
+// RSocket connection to the coordinator cluster, follows not_leader redirects to the Raft leader,
+// subscribes to the ring.leases stream, installs every lease element in a *lease.Guard, releases
+// ranges it stopped using after an epoch change, leaves gracefully, and reconnects with jittered
+// backoff after any failure while keeping the process's incarnation.
+//
+// What it owns: the connection, the demand accounting of the ring.leases stream (exactly one element
+// of demand outstanding, the worker's monotonic send time of each demand), the Guard's contents, and
+// the order "stop using dropped tokens, drain, then ring.release".
+//
+// What it must never do:
+//   - extend a lease on its own: an element is valid for ttl_ms from the moment the demand it answers
+//     was sent, never from its receipt, and nothing but a new element moves the guard forward. When
+//     the coordinator is unreachable the client does nothing special: the guard stops the lease at
+//     expiry by itself.
+//   - send ring.release before the Guard refuses the dropped tokens and the Drain hook has returned
+//     without error; a failed Drain means no release (the coordinator then waits for expiry).
+//   - keep a payload buffer past the callback that received it (rsocket-go pools them).
+//   - run a Cassandra query or an execution: the data plane does that, asking Guard() first.
+//
+// Usage:
+//
+//	c, err := leaseclient.New(leaseclient.Config{
+//		WorkerID:     "worker-1",
+//		Ring:         lease.RingKey{Region: "eu", Cluster: "c1", Service: "orders"},
+//		Coordinators: []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
+//		Logger:       log,
+//		Drain:        traversal.Drain, // finish or abandon work on tokens that left the lease
+//	})
+//	go c.Run(ctx)              // returns after Leave, or when ctx ends
+//	guard := c.Guard()         // the data plane checks it before every query and execution
+//	...
+//	err = c.Leave(shutdownCtx) // on SIGTERM: stop using every range, ring.leave, stop Run
+package leaseclient

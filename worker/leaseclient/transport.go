@@ -1,0 +1,192 @@
+package leaseclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rsocket/rsocket-go"
+	"github.com/rsocket/rsocket-go/extension"
+	"github.com/rsocket/rsocket-go/payload"
+	"github.com/rsocket/rsocket-go/rx/mono"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// routingMetadata is the composite metadata of a request: one message/x.rsocket.routing.v0 entry
+// naming route.
+func routingMetadata(route string) ([]byte, error) {
+	tag, err := extension.EncodeRouting(route)
+	if err != nil {
+		return nil, fmt.Errorf("leaseclient: routing tag %q: %w", route, err)
+	}
+	md, err := extension.NewCompositeMetadataBuilder().PushWellKnown(extension.MessageRouting, tag).Build()
+	if err != nil {
+		return nil, fmt.Errorf("leaseclient: composite metadata for %q: %w", route, err)
+	}
+	return md, nil
+}
+
+// remoteError turns what rsocket-go reports into an error of ours. Error frames whose data is the
+// catalog's JSON (APPLICATION_ERROR on a stream, REJECTED_SETUP on the connection) become a
+// *lease.WireError, so that errors.Is(err, lease.ErrNotLeader) and errors.As to *lease.WireError
+// work; anything else is ErrDisconnected.
+func remoteError(err error) (out error) {
+	if err == nil {
+		return nil
+	}
+	// A released frame panics when read; then all we know is that the connection is gone.
+	defer func() {
+		if r := recover(); r != nil {
+			out = fmt.Errorf("%w: unreadable error frame (%v)", ErrDisconnected, r)
+		}
+	}()
+	var re rsocket.Error
+	if !errors.As(err, &re) {
+		return fmt.Errorf("%w: %w", ErrDisconnected, err)
+	}
+	code := re.ErrorCode()
+	data := bytes.Clone(re.ErrorData())
+	switch code {
+	case rsocket.ErrorCodeApplicationError, rsocket.ErrorCodeRejectedSetup, rsocket.ErrorCodeInvalidSetup,
+		rsocket.ErrorCodeUnsupportedSetup, rsocket.ErrorCodeRejected, rsocket.ErrorCodeInvalid:
+		return fmt.Errorf("rsocket %s: %w", code, lease.FromWire(data))
+	default:
+		return fmt.Errorf("%w: rsocket %s: %.200s", ErrDisconnected, code, data)
+	}
+}
+
+// redirectTarget returns the leader's address if err is a not_leader that names one.
+func redirectTarget(err error) (leaderID, addr string, ok bool) {
+	var we *lease.WireError
+	if errors.As(err, &we) && we.Code == lease.CodeNotLeader && we.LeaderRSocketAddr != "" {
+		return we.LeaderID, we.LeaderRSocketAddr, true
+	}
+	return "", "", false
+}
+
+// session is one RSocket connection to one coordinator.
+type session struct {
+	addr   string
+	sock   rsocket.Client
+	cancel context.CancelFunc // ends the context rsocket-go runs the connection on
+	routes map[string][]byte
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	mu        sync.Mutex
+	closeErr  error
+
+	// sendMu orders the client's frame sends before rsocket-go closes the connection. rsocket-go
+	// closes a connection's send queue while other goroutines may be sending to it; it recovers the
+	// panic of a send on the closed queue, so nothing breaks, but it is a data race that -race
+	// reports in every test that loses a connection. Every send holds sendMu shared and skips once
+	// closing is set; the two closers take it exclusively and set closing first: session.close,
+	// and readFailed, which silenceConn calls on rsocket-go's read goroutine just before that
+	// goroutine closes the connection after a failed read.
+	sendMu  sync.RWMutex
+	closing bool
+}
+
+// readFailWait bounds how long readFailed waits for a send in flight. A REQUEST_N send waits until
+// its frame is written, which on a broken connection happens only once rsocket-go has closed it:
+// waiting for that would deadlock, so after readFailWait the close goes ahead regardless.
+const readFailWait = 50 * time.Millisecond
+
+// send runs fn, which sends frames, unless the session is closing; it reports whether fn ran.
+func (s *session) send(fn func()) bool {
+	s.sendMu.RLock()
+	defer s.sendMu.RUnlock()
+	if s.closing {
+		return false
+	}
+	fn()
+	return true
+}
+
+// readFailed stops sends before rsocket-go closes the connection after a failed read.
+func (s *session) readFailed() {
+	deadline := time.Now().Add(readFailWait)
+	for !s.sendMu.TryLock() {
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.closing = true
+	s.sendMu.Unlock()
+}
+
+// onClose is rsocket-go's close callback: err is the REJECTED_SETUP or connection error, if any.
+func (s *session) onClose(err error) {
+	mapped := remoteError(err)
+	s.mu.Lock()
+	if s.closeErr == nil {
+		s.closeErr = mapped
+	}
+	s.mu.Unlock()
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+func (s *session) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closeErr == nil {
+		return fmt.Errorf("%w: connection to %s closed", ErrDisconnected, s.addr)
+	}
+	return s.closeErr
+}
+
+// close closes the connection; rsocket-go then errors every stream and request on it.
+func (s *session) close() {
+	s.sendMu.Lock()
+	s.closing = true
+	s.sendMu.Unlock()
+	if s.sock != nil {
+		_ = s.sock.Close()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+// call sends a request-response on route with req as JSON data and returns a copy of the answer's data.
+func (s *session) call(ctx context.Context, route string, req any) ([]byte, error) {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("leaseclient: encoding %s request: %w", route, err)
+	}
+	var m mono.Mono
+	if !s.send(func() { m = s.sock.RequestResponse(payload.New(data, s.routes[route])) }) {
+		return nil, fmt.Errorf("leaseclient: %s: %w: connection to %s closing", route, ErrDisconnected, s.addr)
+	}
+	p, err := m.Block(ctx)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("leaseclient: %s: %w", route, ctxErr)
+		}
+		return nil, fmt.Errorf("leaseclient: %s via %s: %w", route, s.addr, remoteError(err))
+	}
+	if p == nil {
+		return nil, nil
+	}
+	return bytes.Clone(p.Data()), nil
+}
+
+// ack sends a request whose answer is an Ack and checks it.
+func (s *session) ack(ctx context.Context, route string, req any) error {
+	data, err := s.call(ctx, route, req)
+	if err != nil {
+		return err
+	}
+	var a lease.Ack
+	if err := json.Unmarshal(data, &a); err != nil || !a.OK {
+		return fmt.Errorf("%w: %s answered %.200q", ErrProtocol, route, data)
+	}
+	return nil
+}
