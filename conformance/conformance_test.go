@@ -1,0 +1,219 @@
+package conformance
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/internal/ringtest"
+	"github.com/retryring/retryring/lease"
+)
+
+const (
+	// scriptTimeout bounds the whole JavaScript conversation (it takes about 8 s); the script has
+	// its own, shorter bound, scriptOwnBound, so that it can say which step it was in.
+	scriptTimeout   = 50 * time.Second
+	scriptOwnBound  = 40 * time.Second
+	scriptDir       = "js"
+	scriptName      = "client.mjs"
+	depsHint        = "run `make conformance-deps` (cd conformance/js && npm ci)"
+	nodeMissingHint = "the conformance test needs Node.js 18 or newer on PATH, then " + depsHint
+)
+
+// wantChecks are the checks the script must report as passed, in order: a script that stopped
+// early or skipped a step must not pass by saying less.
+var wantChecks = []string{
+	"routing_metadata_bytes",
+	"follower_view_not_leader",
+	"follower_redirects_to_leader",
+	"bad_setup_data_mime",
+	"bad_setup_metadata_mime",
+	"bad_setup_data",
+	"first_lease_whole_ring",
+	"renewal_same_epoch",
+	"renewal_same_epoch",
+	"reconnect_same_incarnation",
+	"ring_view",
+	"unknown_route",
+	"bad_request_json",
+	"bad_request_worker_id",
+	"bad_request_future_epoch",
+	"bad_request_interaction",
+	"join_shrinks_first",
+	"second_waits_for_release",
+	"release_ack",
+	"second_gets_other_half",
+	"ring_view_two_members",
+	"leave_ack",
+	"leave_completes_stream",
+	"first_covers_ring_again",
+	"new_incarnation_closes_old_connection",
+	"new_incarnation_waits_for_expiry",
+	"exclusive_by_client_clock",
+	"summary",
+}
+
+// checkLine is one line of the script's output.
+type checkLine struct {
+	Check string `json:"check"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error"`
+}
+
+// TestJSClientSpeaksTheDocumentedProtocol runs js/client.mjs, a client written only from
+// docs/protocol.md on rsocket-js, against three real coordinators, giving it a follower's address
+// only.
+func TestJSClientSpeaksTheDocumentedProtocol(t *testing.T) {
+	node := requireNode(t)
+
+	// The product's default timing (TTL 3 s, renewal 1 s): the one docs/protocol.md describes, and
+	// a renewal period long enough that a busy machine does not blur "answered at the next renewal".
+	c := ringtest.NewCluster(t, ringtest.Options{Timing: lease.Timing{}.WithDefaults()})
+	leader := c.Leader()
+	var follower *ringtest.Coordinator
+	for _, co := range c.Coordinators() {
+		if co != leader {
+			follower = co
+			break
+		}
+	}
+	if follower == nil {
+		t.Fatal("the cluster has no follower")
+	}
+	t.Logf("leader %s at %s; the script is given follower %s at %s", leader.ID, leader.RSocketAddr(), follower.ID, follower.RSocketAddr())
+
+	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, scriptName,
+		"--follower", follower.RSocketAddr(),
+		"--renewal-ms", strconv.FormatInt(c.Options().Timing.Renewal.Milliseconds(), 10),
+		"--timeout-ms", strconv.FormatInt(scriptOwnBound.Milliseconds(), 10),
+	)
+	cmd.Dir = scriptDir
+	cmd.Env = scriptEnv()
+	cmd.WaitDelay = 5 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s %s: %v", node, scriptName, err)
+	}
+
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		passed   []string
+		failures []string
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		readLines(stdout, func(line string) {
+			t.Log(line)
+			var l checkLine
+			if !strings.HasPrefix(line, "{") {
+				return // the closing "N passed, N failed" line
+			}
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				mu.Lock()
+				failures = append(failures, "unparseable line from the script: "+line)
+				mu.Unlock()
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if l.OK {
+				passed = append(passed, l.Check)
+			} else {
+				failures = append(failures, l.Check+": "+l.Error)
+			}
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		readLines(stderr, func(line string) { t.Log("stderr: " + line) })
+	}()
+	wg.Wait()
+	waitErr := cmd.Wait()
+
+	for _, f := range failures {
+		t.Errorf("check failed: %s", f)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("the script did not finish within %v", scriptTimeout)
+	}
+	if waitErr != nil {
+		t.Errorf("%s %s: %v", node, scriptName, waitErr)
+	}
+	if len(failures) == 0 && waitErr == nil && !slices.Equal(passed, wantChecks) {
+		t.Errorf("the script passed checks %q, want %q", passed, wantChecks)
+	}
+	if t.Failed() {
+		// A failover in the middle of the conversation ends its streams with not_leader; say so,
+		// since the script follows redirects only at the start.
+		now, err := c.WaitLeader(time.Second)
+		switch {
+		case err != nil:
+			t.Logf("note: %s led when the script started; now no leader is known (%v)", leader.ID, err)
+		case now != leader:
+			t.Logf("note: the leader changed during the run, from %s to %s", leader.ID, now.ID)
+		}
+	}
+}
+
+// requireNode returns the path of node and fails the test (never skips it) when node or the
+// script's dependencies are missing.
+func requireNode(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found on PATH: %s", nodeMissingHint)
+	}
+	for _, dep := range []string{"rsocket-core", "rsocket-flowable", "rsocket-tcp-client"} {
+		p := filepath.Join(scriptDir, "node_modules", dep, "package.json")
+		if _, err := os.Stat(p); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("%s is missing: %s", p, depsHint)
+			}
+			t.Fatal(err)
+		}
+	}
+	return node
+}
+
+// scriptEnv is this process's environment without RETRYRING_* variables: the script learns
+// everything from its arguments, not from a developer's shell.
+func scriptEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RETRYRING_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// readLines calls f with each line of r until r ends.
+func readLines(r io.Reader, f func(string)) {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for s.Scan() {
+		f(s.Text())
+	}
+}
