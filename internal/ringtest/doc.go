@@ -13,8 +13,9 @@
 //   - the recorder (recorder.go): builds those intervals from the lease clients' OnLease and Drain
 //     hooks and the harness's stop paths, and keeps a timeline of events (timeline.go reads the
 //     instants a benchmark needs: detection, takeover, leave-to-usable, leader-kill-to-stream);
-//   - the cluster harness (cluster.go, worker.go): NewCluster, coordinators behind a Raft proxy and
-//     an RSocket front proxy each, workers with a network of their own, faults, bounded waits.
+//   - the cluster harness (cluster.go, coord.go, worker.go, tb.go): NewCluster, coordinators behind
+//     a Raft proxy and an RSocket front proxy each, workers with a network of their own, faults,
+//     bounded waits, and a TB for programs that drive a cluster outside go test.
 //
 // Every worker connection, to whichever coordinator and after any not_leader redirect, passes
 // through that coordinator's front proxy, which reads the RSocket SETUP frame to learn the worker

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/worker/leaseclient"
 )
 
 // settleWait bounds every wait for the ring to settle: generous for a loaded 2-core machine, and
@@ -48,6 +49,10 @@ func TestLeaderKillKeepsLeases(t *testing.T) {
 	workers := []*Worker{c.AddWorker("a"), c.AddWorker("b"), c.AddWorker("c")}
 	c.WaitSettled(settleWait)
 
+	c.WaitRenewals(2, settleWait)
+
+	// Besides the recorded history, ask every worker's guard directly, all through the failover.
+	refused := sampleGuards(c, workers)
 	killed := c.KillLeader()
 	kill, _ := c.Last(EventCoordKilled, "")
 	if next := c.WaitReady(settleWait); next == killed {
@@ -63,6 +68,7 @@ func TestLeaderKillKeepsLeases(t *testing.T) {
 		resumed[w] = at
 	}
 	end := c.Now()
+	refusals := refused()
 	ivs := c.Recorder().Intervals()
 	exercised := 0
 	for _, w := range workers {
@@ -70,8 +76,10 @@ func TestLeaderKillKeepsLeases(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s held nothing when the leader was killed", w.Holder())
 		}
-		if live.To < resumed[w] {
-			t.Logf("%s: the new leader's first element came %v after the kill, after the lease ended (%v): invariant 4 does not apply",
+		// The guard refuses once less than its margin is left, so "before the lease ended" means
+		// before the margin began.
+		if live.To-leaseclient.DefaultGuardMargin < resumed[w] {
+			t.Logf("%s: the new leader's first element came %v after the kill, too late for a lease ending %v after it: invariant 4 does not apply",
 				w.Holder(), resumed[w]-kill.At, live.To-kill.At)
 			continue
 		}
@@ -79,10 +87,62 @@ func TestLeaderKillKeepsLeases(t *testing.T) {
 		if vs := CheckKept(ivs, w.ID, w.Incarnation, kill.At, end); len(vs) > 0 {
 			t.Errorf("%s lost part of its lease across the leader change:%s", w.Holder(), FormatViolations(vs, 10))
 		}
+		if r, ok := refusals[w]; ok {
+			t.Errorf("%s's guard refused at %v, during the leader change: %v", w.Holder(), r.at, r.err)
+		}
 	}
 	t.Logf("leader change: %d of %d workers renewed within their lease", exercised, len(workers))
 	c.WaitSettled(settleWait)
 	c.CheckHistory()
+}
+
+// refusal is the first time a worker's guard refused an operation.
+type refusal struct {
+	at  time.Duration
+	err error
+}
+
+// sampleGuards asks each worker's guard, every millisecond, whether an operation could start on
+// each of the worker's ranges now; the returned function stops sampling and gives the first
+// refusal of each worker, if any.
+func sampleGuards(c *Cluster, workers []*Worker) func() map[*Worker]refusal {
+	stop, done := make(chan struct{}), make(chan struct{})
+	out := map[*Worker]refusal{}
+	held := map[*Worker]lease.Ranges{}
+	for _, w := range workers {
+		if l, ok := w.Lease(); ok {
+			held[w] = l.Ranges
+		}
+	}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, w := range workers {
+				if _, seen := out[w]; seen {
+					continue
+				}
+				for _, r := range held[w] {
+					for _, token := range []int64{r.Start, r.End} {
+						if _, err := w.Guard().CheckToken(token, 0); err != nil {
+							out[w] = refusal{at: c.Now(), err: err}
+						}
+					}
+				}
+			}
+		}
+	}()
+	return func() map[*Worker]refusal {
+		close(stop)
+		<-done
+		return out
+	}
 }
 
 // liveAt returns w's interval that was usable at instant at.
@@ -197,8 +257,9 @@ func TestHungAndCutLeader(t *testing.T) {
 }
 
 // TestRandomMembership runs seeded random histories of 1 to 10 workers joining, leaving, crashing,
-// hanging, being cut off, healing and coming back as new incarnations, with an occasional leader
-// kill, and checks every history: exclusivity, one Node-0 and one incarnation per id at every
+// hanging, being cut off, healing and coming back as new incarnations, with now and then a leader
+// killed or a coordinator partitioned (hung or cut off, the leader or a follower), and checks every
+// history: exclusivity, one Node-0 and one incarnation per id at every
 // instant, coverage whenever the ring had settled. RINGTEST_SEEDS=n runs n seeds instead of the
 // default few; RINGTEST_SEED=s runs seed s alone.
 func TestRandomMembership(t *testing.T) {
@@ -237,7 +298,8 @@ type scenario struct {
 	c       *Cluster
 	rng     *rand.Rand
 	next    int
-	killed  *Coordinator
+	down    *Coordinator // the coordinator killed or partitioned, if any
+	downHow string
 	actions []string
 }
 
@@ -258,9 +320,8 @@ func runScenario(t *testing.T, seed uint64, steps int) {
 		}
 		s.settle()
 	}
-	if s.killed != nil {
-		s.do("restart "+s.killed.ID, func() { s.c.Restart(s.killed.Index) })
-		s.killed = nil
+	if s.down != nil {
+		s.upCoordinator()
 	}
 	s.settle()
 	h := s.c.Recorder().History()
@@ -385,22 +446,53 @@ func (s *scenario) try() bool {
 			s.do("heal "+w.Holder(), w.Heal)
 			return true
 		}
-	case r < 92:
+	case r < 89:
 		if w := s.pick(crashed); w != nil {
 			s.do("new incarnation of "+w.ID, func() { w.NewIncarnation() })
 			return true
 		}
-	case r < 96:
-		if s.killed == nil {
-			s.do("kill the leader", func() { s.killed = s.c.KillLeader() })
+	case r < 95:
+		// One coordinator at a time is dead or partitioned, so that a quorum remains.
+		if s.down == nil {
+			s.downCoordinator()
 			return true
 		}
 	default:
-		if s.killed != nil {
-			s.do("restart "+s.killed.ID, func() { s.c.Restart(s.killed.Index) })
-			s.killed = nil
+		if s.down != nil {
+			s.upCoordinator()
 			return true
 		}
 	}
 	return false
+}
+
+// downCoordinator kills the leader, or partitions (hangs or cuts off) the leader or a follower.
+func (s *scenario) downCoordinator() {
+	l := s.c.Leader()
+	target := l
+	if s.rng.IntN(2) == 0 {
+		target = s.c.Coordinator((l.Index + 1 + s.rng.IntN(len(s.c.Coordinators())-1)) % len(s.c.Coordinators()))
+	}
+	switch s.rng.IntN(3) {
+	case 0:
+		s.do("kill the leader "+l.ID, l.Kill)
+		s.down, s.downHow = l, "killed"
+	case 1:
+		s.do("hang "+target.ID, target.Hang)
+		s.down, s.downHow = target, "hung"
+	default:
+		s.do("cut "+target.ID, target.Cut)
+		s.down, s.downHow = target, "cut"
+	}
+}
+
+// upCoordinator restarts the killed coordinator or heals the partitioned one.
+func (s *scenario) upCoordinator() {
+	co := s.down
+	if s.downHow == "killed" {
+		s.do("restart "+co.ID, func() { s.c.Restart(co.Index) })
+	} else {
+		s.do("heal "+co.ID, co.Heal)
+	}
+	s.down = nil
 }
