@@ -74,7 +74,8 @@ type Config struct {
 	// say). Default: this node's address in Peers, else the bound address.
 	RaftAdvertise string
 	// RSocketAdvertise and HTTPAdvertise are the addresses this node registers in the replicated
-	// state for workers and for the other coordinators. Default: the bound addresses.
+	// state for workers and for the other coordinators. Default: the bound addresses, which are
+	// not dialable when binding to all interfaces (":7878"): set them then.
 	RSocketAdvertise string
 	HTTPAdvertise    string
 	// RaftDial, when set, dials the other voters (a test can cut this node's outbound Raft

@@ -69,28 +69,35 @@ func (c *workerConn) state() connState {
 // connRegistry holds the connections of this node. Per (ring, worker id) only the newest
 // connection counts: a reconnect after a network blip replaces the old connection (which is
 // closed) instead of being refused, and a new incarnation's connection replaces the old
-// incarnation's.
+// incarnation's (but never the other way round; see retiredSet).
 type connRegistry struct {
 	nextID  atomic.Uint64
 	changed func()
+	retired func(memberID) bool
 
 	mu       sync.Mutex
 	byWorker map[memberID]*workerConn // Incarnation empty in the key
 	all      map[*workerConn]struct{}
 }
 
-func newConnRegistry(changed func()) *connRegistry {
-	return &connRegistry{changed: changed, byWorker: map[memberID]*workerConn{}, all: map[*workerConn]struct{}{}}
+func newConnRegistry(changed func(), retired func(memberID) bool) *connRegistry {
+	return &connRegistry{changed: changed, retired: retired, byWorker: map[memberID]*workerConn{}, all: map[*workerConn]struct{}{}}
 }
 
 func workerKey(m memberID) memberID { return memberID{Ring: m.Ring, WorkerID: m.WorkerID} }
 
-// add registers c and returns the connection it replaced, if any (the caller closes it).
+// add registers c and returns the connection it replaced, if any (the caller closes it). A
+// connection of a superseded incarnation replaces nothing: it is kept aside (its requests are
+// refused or answered, never streamed) and the newer incarnation keeps its connection.
 func (r *connRegistry) add(c *workerConn) *workerConn {
 	r.mu.Lock()
-	old := r.byWorker[workerKey(c.member)]
-	r.byWorker[workerKey(c.member)] = c
 	r.all[c] = struct{}{}
+	old := r.byWorker[workerKey(c.member)]
+	if old != nil && r.retired(c.member) && !r.retired(old.member) {
+		r.mu.Unlock()
+		return nil
+	}
+	r.byWorker[workerKey(c.member)] = c
 	r.mu.Unlock()
 	r.changed()
 	return old

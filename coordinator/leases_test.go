@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -140,28 +141,45 @@ func TestNewerConnectionOfTheSameIncarnationWins(t *testing.T) {
 }
 
 // TestNewIncarnationWaitsForTheOldOnesLease: a restarted process (new incarnation) replaces the old
-// one's connection and gets nothing before the old incarnation's lease has ended.
+// one's connection and gets nothing before the old incarnation's lease has ended. When the old
+// process is still alive and keeps reconnecting (a zombie), the newer incarnation keeps the worker
+// id: the old one is refused instead of taking the ring back.
 func TestNewIncarnationWaitsForTheOldOnesLease(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	leader := c.leader()
-	old := newTestWorker(t, "w", leader.RSocketAddr())
-	old.noReconnect = true
-	old.start()
-	eventually(t, 10*time.Second, "the old incarnation holds the ring", func() bool { return old.holds(lease.Ranges{lease.FullRing}, 0, 1) })
+	for _, alive := range []bool{false, true} {
+		t.Run(map[bool]string{false: "old stopped", true: "old still alive"}[alive], func(t *testing.T) {
+			c := newCluster(t, 1, nil)
+			leader := c.leader()
+			old := newTestWorker(t, "w", leader.RSocketAddr())
+			old.noReconnect = !alive
+			old.start()
+			eventually(t, 10*time.Second, "the old incarnation holds the ring", func() bool {
+				return old.holds(lease.Ranges{lease.FullRing}, 0, 1)
+			})
 
-	restarted := newTestWorker(t, "w", leader.RSocketAddr())
-	restarted.inc = "w-inc2"
-	restarted.start()
-	eventually(t, 5*time.Second, "the old connection closed", func() bool { return old.lastStreamErr() != nil })
-	lastOld, _ := old.latest()
-	eventually(t, 10*time.Second, "the new incarnation holds the ring", func() bool {
-		return restarted.holds(lease.Ranges{lease.FullRing}, 0, 1)
-	})
-	for _, g := range restarted.history() {
-		if (!g.lease.Ranges.Empty() || g.lease.IsNode0()) && g.at.Before(lastOld.lease.ExpiresAt()) {
-			t.Fatalf("new incarnation got %v node %d at %v, before the old lease ended at %v",
-				g.lease.Ranges, g.lease.NodeIndex, g.at, lastOld.lease.ExpiresAt())
-		}
+			restarted := newTestWorker(t, "w", leader.RSocketAddr())
+			restarted.inc = "w-inc2"
+			restarted.start()
+			eventually(t, 5*time.Second, "the old connection closed", func() bool { return old.lastStreamErr() != nil })
+			lastOld, _ := old.latest()
+			eventually(t, 10*time.Second, "the new incarnation holds the ring", func() bool {
+				return restarted.holds(lease.Ranges{lease.FullRing}, 0, 1)
+			})
+			for _, g := range restarted.history() {
+				if (!g.lease.Ranges.Empty() || g.lease.IsNode0()) && g.at.Before(lastOld.lease.ExpiresAt()) {
+					t.Fatalf("new incarnation got %v node %d at %v, before the old lease ended at %v",
+						g.lease.Ranges, g.lease.NodeIndex, g.at, lastOld.lease.ExpiresAt())
+				}
+			}
+			if alive {
+				var we *lease.WireError
+				eventually(t, 5*time.Second, "the old incarnation refused as superseded", func() bool {
+					return errors.As(old.lastStreamErr(), &we) && we.Code == lease.CodeDuplicate
+				})
+				if g, _ := old.latest(); g.lease.Epoch != lastOld.lease.Epoch {
+					t.Fatalf("the superseded incarnation got epoch %d after it was replaced", g.lease.Epoch)
+				}
+			}
+			checkExclusive(t, old, restarted)
+		})
 	}
-	checkExclusive(t, old, restarted)
 }

@@ -19,11 +19,12 @@ import (
 // Node is one coordinator: a Raft voter, an RSocket server for workers and an admin HTTP server.
 // Create it with New, run it with Start, stop it with Close (graceful) or Kill (abrupt).
 type Node struct {
-	cfg   Config
-	log   zerolog.Logger
-	clock lease.Clock
-	fsm   *fsm.FSM
-	conns *connRegistry
+	cfg     Config
+	log     zerolog.Logger
+	clock   lease.Clock
+	fsm     *fsm.FSM
+	conns   *connRegistry
+	retired *retiredSet
 
 	// Set by Start, read-only afterwards.
 	raft        *raft.Raft
@@ -59,8 +60,9 @@ func New(cfg Config) (*Node, error) {
 		fsm:          fsm.New(log.With().Str("component", "fsm").Logger()),
 		stop:         make(chan struct{}),
 		registerKick: make(chan struct{}, 1),
+		retired:      newRetiredSet(),
 	}
-	n.conns = newConnRegistry(n.connsChanged)
+	n.conns = newConnRegistry(n.connsChanged, n.retired.has)
 	return n, nil
 }
 
@@ -351,6 +353,8 @@ func (n *Node) forwardChanges() {
 			return
 		case <-n.fsm.Changed():
 		}
+		now := n.clock.Now()
+		n.fsm.View(func(s *fsm.State, _ uint64) { n.retired.note(s, now) })
 		if t := n.currentTerm(); t != nil {
 			t.kickReconcile()
 			t.wakeStreams(false)

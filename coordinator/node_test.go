@@ -61,6 +61,23 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodGet {
 		t.Errorf("POST /v1/ring: %d allow %q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
+	for _, tc := range []struct {
+		addr, body string
+		status     int
+	}{
+		{leader.HTTPAddr(), `{"id":"intruder","rsocket_addr":"x:1","http_addr":"x:2"}`, http.StatusBadRequest},
+		{leader.HTTPAddr(), `{"id":`, http.StatusBadRequest},
+		{follower.HTTPAddr(), `{"id":"c1","rsocket_addr":"x:1","http_addr":"x:2"}`, http.StatusServiceUnavailable},
+	} {
+		resp, err := http.Post("http://"+tc.addr+PathRegister, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("register %s at %s: %d, want %d", tc.body, tc.addr, resp.StatusCode, tc.status)
+		}
+	}
 }
 
 func (c *testCluster) byID(id string) *Node {

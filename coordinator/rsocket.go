@@ -301,6 +301,10 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 	if t == nil {
 		return flux.Error(wireFailure(n.leaderErr()))
 	}
+	if n.retired.has(c.member) {
+		return flux.Error(wireFailure(&lease.WireError{Code: lease.CodeDuplicate,
+			Message: fmt.Sprintf("incarnation %s of worker %s was superseded by a newer one", c.setup.Incarnation, c.setup.WorkerID)}))
+	}
 	s := newLeaseStream(n, t, c)
 	c.mu.Lock()
 	if c.closed {

@@ -1,0 +1,64 @@
+package coordinator
+
+import (
+	"sync"
+	"time"
+
+	"github.com/retryring/retryring/fsm"
+)
+
+// retiredFor is how long a superseded incarnation is remembered after it was last seen in the
+// replicated state: far longer than any lease, so that a process that was stopped (SIGSTOP, a long
+// GC pause, a partition) and comes back finds its place taken for good.
+const retiredFor = 24 * time.Hour
+
+// retiredSet remembers incarnations that a newer incarnation of the same worker id superseded.
+//
+// The replicated state makes the last Join win. Two live processes with one worker id (a zombie
+// that came back after its replacement started, or a misconfiguration) would then take the ring
+// from each other forever, each reconnect superseding the other. The coordinator breaks the tie
+// for the newer one: join order in the state says which incarnation is newer, and this set keeps
+// knowing it after the superseded member left the state (once its lease expired). Every node keeps
+// it from the state it applies, so a new leader knows it too, as long as it was running when the
+// supersede happened. A superseded incarnation may still release or leave; it cannot stream.
+type retiredSet struct {
+	mu   sync.Mutex
+	seen map[memberID]time.Time
+}
+
+func newRetiredSet() *retiredSet { return &retiredSet{seen: map[memberID]time.Time{}} }
+
+// note records, from the state, every member that is not the newest incarnation of its worker id.
+func (r *retiredSet) note(s *fsm.State, now time.Time) {
+	var retired []memberID
+	for ringID, ring := range s.Rings {
+		newest := map[string]*fsm.Member{}
+		for _, m := range ring.Members {
+			if cur := newest[m.WorkerID]; cur == nil || m.JoinSeq > cur.JoinSeq {
+				newest[m.WorkerID] = m
+			}
+		}
+		for _, m := range ring.Members {
+			if newest[m.WorkerID] != m {
+				retired = append(retired, memberID{Ring: ringID, WorkerID: m.WorkerID, Incarnation: m.Incarnation})
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range retired {
+		r.seen[m] = now
+	}
+	for m, at := range r.seen {
+		if now.Sub(at) > retiredFor {
+			delete(r.seen, m)
+		}
+	}
+}
+
+func (r *retiredSet) has(m memberID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.seen[m]
+	return ok
+}
