@@ -37,6 +37,7 @@ leadership to another voter before it stops.`,
 				return err
 			}
 			cfg.Logger = log
+			routeRSocketLogs(log)
 			cfg.NoSync = noSync
 			node, err := coordinator.New(cfg)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	rslogger "github.com/rsocket/rsocket-go/logger"
 	"github.com/spf13/pflag"
 )
 
@@ -37,3 +38,18 @@ func (l *logFlags) logger(w io.Writer) (zerolog.Logger, error) {
 }
 
 var stderr io.Writer = os.Stderr
+
+// rsocketLogger sends rsocket-go's package-level logs (which go to stdout by default) into
+// zerolog, one level down: rsocket-go reports a worker that went away as an error, which for a
+// coordinator is routine and is logged by our own code with context.
+type rsocketLogger struct{ log zerolog.Logger }
+
+func (l rsocketLogger) Debugf(format string, args ...any) { l.log.Trace().Msgf(format, args...) }
+func (l rsocketLogger) Infof(format string, args ...any)  { l.log.Debug().Msgf(format, args...) }
+func (l rsocketLogger) Warnf(format string, args ...any)  { l.log.Debug().Msgf(format, args...) }
+func (l rsocketLogger) Errorf(format string, args ...any) { l.log.Info().Msgf(format, args...) }
+
+// routeRSocketLogs installs log as rsocket-go's logger.
+func routeRSocketLogs(log zerolog.Logger) {
+	rslogger.SetLogger(rsocketLogger{log: log.With().Str("component", "rsocket-go").Logger()})
+}

@@ -82,6 +82,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		return err
 	}
 	log = log.With().Str("worker_id", o.workerID).Logger()
+	routeRSocketLogs(log)
 	ring := o.ring.key()
 
 	session, err := cassandra.Connect(ctx, o.cf.config())
