@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,9 +65,11 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 	}
 
 	var out Outcome
+	var held lease.Lease // the lease the execution ran under
 	err = s.run(ctx, tokenScope(token), s.cfg.ExecTimeout,
 		func(need time.Duration) (lease.Lease, error) { return s.guard.CheckToken(token, need) },
 		func(ctx context.Context, l lease.Lease) error {
+			held = l
 			out = s.execute(ctx, s.task(b, t, l.Epoch))
 			return nil
 		})
@@ -75,10 +78,11 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 	}
 	s.count(&s.stats.Executed)
 
+	settle := s.settleOn(token, held)
 	switch out.Kind {
 	case Done:
 		s.count(&s.stats.Done)
-		err := s.onToken(ctx, token, func(ctx context.Context) error {
+		err := settle(ctx, func(ctx context.Context) error {
 			return s.store.MarkCommitted(ctx, t.ID, span, s.cfg.WorkerID, s.now(), s.cfg.MarkerRetention)
 		})
 		if err != nil {
@@ -90,13 +94,13 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 		return true, nil
 	case Permanent:
 		s.count(&s.stats.Permanent)
-		return s.deadLetter(ctx, b, token, t, out)
+		return s.deadLetter(ctx, b, settle, t, out)
 	default:
 		s.count(&s.stats.Transient)
 		if t.Attempt+1 >= s.cfg.MaxAttempts {
-			return s.deadLetter(ctx, b, token, t, out)
+			return s.deadLetter(ctx, b, settle, t, out)
 		}
-		return s.rerecord(ctx, b, token, t)
+		return s.rerecord(ctx, b, settle, t)
 	}
 }
 
@@ -158,7 +162,7 @@ const rerecordSteps = 5
 // is pushed to a later window, and the writes are bounded by its start. A write that misses the
 // deadline leaves the row unfinished (the source bucket is kept); the directory rows already
 // written lead to nothing and are compacted like any empty ones.
-func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, token int64, t cassandra.Transaction) (bool, error) {
+func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, settle settleFunc, t cassandra.Transaction) (bool, error) {
 	now := s.now()
 	target, err := window.Ahead(now, s.cfg.WindowMinutes, RetryDelay(s.cfg.WindowMinutes, t.Attempt, s.cfg.MaxRetryDelay))
 	if err != nil {
@@ -181,7 +185,7 @@ func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, token int
 		func(ctx context.Context) error { return s.store.InsertTransaction(ctx, to, next) },
 	}
 	for _, step := range steps {
-		if err := s.onToken(ctx, token, step); err != nil {
+		if err := settle(ctx, step); err != nil {
 			return false, err
 		}
 	}
@@ -192,7 +196,7 @@ func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, token int
 }
 
 // deadLetter gives t up, keeping its metadata, the last outcome, and the attempts made.
-func (s *Scanner) deadLetter(ctx context.Context, b cassandra.BucketKey, token int64, t cassandra.Transaction, out Outcome) (bool, error) {
+func (s *Scanner) deadLetter(ctx context.Context, b cassandra.BucketKey, settle settleFunc, t cassandra.Transaction, out Outcome) (bool, error) {
 	dl := cassandra.DeadLetter{
 		Bucket:      b,
 		Transaction: t,
@@ -204,7 +208,7 @@ func (s *Scanner) deadLetter(ctx context.Context, b cassandra.BucketKey, token i
 	if out.Err != nil {
 		dl.LastError = out.Err.Error()
 	}
-	err := s.onToken(ctx, token, func(ctx context.Context) error { return s.store.InsertDeadLetter(ctx, dl) })
+	err := settle(ctx, func(ctx context.Context) error { return s.store.InsertDeadLetter(ctx, dl) })
 	if err != nil {
 		return false, err
 	}
@@ -212,4 +216,36 @@ func (s *Scanner) deadLetter(ctx context.Context, b cassandra.BucketKey, token i
 	s.log.Info().Str("transaction_id", t.ID).Str("instance_id", b.InstanceID).Int("attempts", dl.Transaction.Attempt).
 		Int("last_status", out.Status).Str("last_error", dl.LastError).Msg("dead-lettered")
 	return true, nil
+}
+
+// settleFunc runs one of the writes that settle an executed row (its COMMITTED marker, its dead
+// letter, its re-recording).
+type settleFunc func(ctx context.Context, fn func(ctx context.Context) error) error
+
+// settleMargin is what the lease an execution ran under must still have beyond a settling write's
+// timeout; the same as the guard's own margin.
+const settleMargin = 100 * time.Millisecond
+
+// settleOn guards the writes that settle a row executed under held. The current lease allows them
+// when it still covers the token. When it does not (a rebalance took the token away while the call
+// ran, or the worker is leaving), the lease the execution ran under still does, as long as it is
+// valid for the write's timeout: the coordinator hands the token on only after this worker
+// released that epoch or left, which the lease client does only after Drain, and Drain waits for
+// this row (runRow registered it in flight); or after the lease expired. Refusing here instead
+// would leave an executed step unmarked, and a later pass would execute it again.
+func (s *Scanner) settleOn(token int64, held lease.Lease) settleFunc {
+	check := func(need time.Duration) (lease.Lease, error) {
+		l, err := s.guard.CheckToken(token, need)
+		if err == nil || !(errors.Is(err, lease.ErrTokenNotLeased) || errors.Is(err, lease.ErrNoLease)) {
+			return l, err
+		}
+		if held.Ranges.Contains(token) && held.Remaining(s.now()) >= need+settleMargin {
+			return held, nil
+		}
+		return lease.Lease{}, err
+	}
+	return func(ctx context.Context, fn func(ctx context.Context) error) error {
+		return s.run(ctx, tokenScope(token), s.cfg.QueryTimeout, check,
+			func(ctx context.Context, _ lease.Lease) error { return fn(ctx) })
+	}
 }

@@ -1,0 +1,70 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/window"
+)
+
+// TestRowExecutedDuringRebalanceIsStillCommitted: a rebalance takes the instance's token away
+// while its step is being executed. The lease the execution ran under is still valid, and the
+// coordinator cannot hand the token on before Drain (which waits for this row) let the worker
+// release it; so the COMMITTED marker must still be written. Before settleOn, the guard refused
+// it and the next owner executed the step a second time.
+func TestRowExecutedDuringRebalanceIsStillCommitted(t *testing.T) {
+	e := newEnv(t, 1, noon)
+	const id = "tx-rebalanced"
+	e.record("pod-a", e.win(window.DateOf(noon), 660), 1000, id)
+	token := cassandra.Token("pod-a")
+
+	g := e.guard(fullRing(), 0, 1, time.Minute)
+	var once sync.Once
+	ex := &recordingExecutor{answer: func(Task, int) Outcome {
+		once.Do(func() { // epoch 2 drops the token of pod-a while the call runs
+			g.Set(lease.Lease{WorkerID: "w1", Ring: e.ring, Epoch: 2, NodeIndex: 0, NodeCount: 2,
+				Ranges: lease.Ranges{lease.FullRing}.Subtract(lease.Ranges{{Start: token, End: token}}),
+				TTL: time.Minute, ValidFrom: e.clock.Now()})
+		})
+		return Outcome{Kind: Done, Status: 200}
+	}}
+	sc := e.scanner(e.config("w1"), g, ex)
+	if _, err := sc.Cycle(context.Background()); err != nil && !lease.IsGuardError(err) {
+		t.Fatalf("cycle: %v", err)
+	}
+	m, ok := e.marker(id)
+	if !ok || m.State != cassandra.MarkerCommitted {
+		t.Fatalf("marker of the executed step = %+v (found %v), want COMMITTED", m, ok)
+	}
+
+	// The token's next owner (any worker holding it) skips the step.
+	next := e.scanner(e.config("w2"), e.guard(fullRing(), 0, 1, time.Minute), ex)
+	drain(t, next, 3)
+	if n := ex.runs()[id]; n != 1 {
+		t.Fatalf("step executed %d times, want once", n)
+	}
+	e.assertDrained(DefaultMaxClockOffset)
+}
+
+// TestSettleRefusedOnceTheRunningLeaseExpired: the fallback to the running lease ends with it.
+func TestSettleRefusedOnceTheRunningLeaseExpired(t *testing.T) {
+	clock := newManualClock(noon)
+	g := lease.NewGuard(clock, 100*time.Millisecond)
+	held := lease.Lease{Epoch: 1, Ranges: lease.Ranges{lease.FullRing}, TTL: time.Second, ValidFrom: noon}
+	g.Set(lease.Lease{Epoch: 2, Ranges: lease.Ranges{{Start: 1, End: 2}}, TTL: time.Minute, ValidFrom: noon})
+	sc := &Scanner{cfg: Config{QueryTimeout: 200 * time.Millisecond, Clock: clock}.WithDefaults(), guard: g, inflight: newInflight()}
+	settle := sc.settleOn(42, held)
+	ran := 0
+	write := func(context.Context) error { ran++; return nil }
+	if err := settle(context.Background(), write); err != nil || ran != 1 {
+		t.Fatalf("write under the still valid running lease: err %v, ran %d", err, ran)
+	}
+	clock.Advance(800 * time.Millisecond) // 200 ms left: less than timeout + margin
+	if err := settle(context.Background(), write); !lease.IsGuardError(err) || ran != 1 {
+		t.Fatalf("write after the running lease ran short: err %v, ran %d; want a guard refusal", err, ran)
+	}
+}
