@@ -28,7 +28,7 @@ func TestRowExecutedDuringRebalanceIsStillCommitted(t *testing.T) {
 		once.Do(func() { // epoch 2 drops the token of pod-a while the call runs
 			g.Set(lease.Lease{WorkerID: "w1", Ring: e.ring, Epoch: 2, NodeIndex: 0, NodeCount: 2,
 				Ranges: lease.Ranges{lease.FullRing}.Subtract(lease.Ranges{{Start: token, End: token}}),
-				TTL: time.Minute, ValidFrom: e.clock.Now()})
+				TTL:    time.Minute, ValidFrom: e.clock.Now()})
 		})
 		return Outcome{Kind: Done, Status: 200}
 	}}

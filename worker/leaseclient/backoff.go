@@ -13,3 +13,12 @@ func (b Backoff) delay(attempt int, r float64) time.Duration {
 	}
 	return time.Duration(r * float64(ceiling))
 }
+
+// delayHolding is delay capped at Holding: the delay while a usable lease is still held.
+func (b Backoff) delayHolding(attempt int, r float64) time.Duration {
+	ceiling := b.Holding
+	if d := b.delay(attempt, 1); d < ceiling {
+		ceiling = d
+	}
+	return time.Duration(r * float64(ceiling))
+}

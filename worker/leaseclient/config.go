@@ -32,6 +32,8 @@ const (
 	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect delay.
 	DefaultBackoffMin = 100 * time.Millisecond
 	DefaultBackoffMax = 5 * time.Second
+	// DefaultBackoffHolding caps the reconnect delay while the worker still holds a valid lease.
+	DefaultBackoffHolding = 100 * time.Millisecond
 )
 
 // maxIDLen mirrors lease.Setup.Validate.
@@ -43,6 +45,11 @@ const maxIDLen = 256
 type Backoff struct {
 	Min time.Duration
 	Max time.Duration
+	// Holding caps the delay while the Guard still holds a usable lease: the worker must reach the
+	// new leader before that lease runs out (during a leader election every attempt fails fast, and
+	// a doubling delay would sleep through the rest of the lease). It costs at most a few dozen
+	// quick attempts per lease TTL. Default DefaultBackoffHolding.
+	Holding time.Duration
 }
 
 // Config configures a Client. Zero values mean the documented defaults.
@@ -113,6 +120,9 @@ func (c Config) withDefaults() Config {
 	if c.Backoff.Max == 0 {
 		c.Backoff.Max = DefaultBackoffMax
 	}
+	if c.Backoff.Holding == 0 {
+		c.Backoff.Holding = DefaultBackoffHolding
+	}
 	return c
 }
 
@@ -135,6 +145,8 @@ func (c Config) Validate() error {
 		return bad("keepalive %v must be in (0, %v]: the coordinator drops silent workers", c.Keepalive, MaxKeepalive)
 	case c.KeepaliveLifetime < 2*c.Keepalive:
 		return bad("keepalive lifetime %v must be at least two keepalive periods (%v)", c.KeepaliveLifetime, 2*c.Keepalive)
+	case c.Backoff.Holding < 0:
+		return bad("backoff while holding %v is negative", c.Backoff.Holding)
 	case c.Backoff.Min < 0 || c.Backoff.Max < c.Backoff.Min:
 		return bad("backoff [%v, %v] is not a range", c.Backoff.Min, c.Backoff.Max)
 	}

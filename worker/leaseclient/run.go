@@ -94,6 +94,9 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		redirects = 0
 		d := c.cfg.Backoff.delay(attempt, rand.Float64())
+		if _, err := c.guard.Check(0); err == nil {
+			d = c.cfg.Backoff.delayHolding(attempt, rand.Float64())
+		}
 		attempt++
 		c.log.Warn().Err(err).Str("coordinator_addr", addr).Int64("backoff_ms", d.Milliseconds()).
 			Msg("lease stream ended, reconnecting")

@@ -70,7 +70,7 @@ func TestNewFillsDefaultsAndIncarnation(t *testing.T) {
 		t.Errorf("kept incarnation %q, %v", c.Incarnation(), err)
 	}
 	if c.cfg.Keepalive != DefaultKeepalive || c.cfg.KeepaliveLifetime != DefaultKeepaliveLifetime ||
-		c.cfg.Backoff != (Backoff{DefaultBackoffMin, DefaultBackoffMax}) || c.cfg.Clock == nil {
+		c.cfg.Backoff != (Backoff{DefaultBackoffMin, DefaultBackoffMax, DefaultBackoffHolding}) || c.cfg.Clock == nil {
 		t.Errorf("defaults not filled: %+v", c.cfg)
 	}
 	if _, err := New(Config{}); !errors.Is(err, ErrInvalidConfig) {
@@ -184,5 +184,18 @@ func TestRoutingMetadataBytes(t *testing.T) {
 		if got := hex.EncodeToString(md); got != want {
 			t.Errorf("%s: metadata %s, want %s", route, got, want)
 		}
+	}
+}
+
+func TestBackoffWhileHoldingStaysShort(t *testing.T) {
+	b := Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second, Holding: 100 * time.Millisecond}
+	for attempt := 0; attempt < 70; attempt++ {
+		if d := b.delayHolding(attempt, 0.999999); d >= b.Holding {
+			t.Fatalf("attempt %d: %v while holding a lease, want under %v", attempt, d, b.Holding)
+		}
+	}
+	short := Backoff{Min: 10 * time.Millisecond, Max: time.Second, Holding: 100 * time.Millisecond}
+	if d := short.delayHolding(0, 0.5); d != 5*time.Millisecond {
+		t.Fatalf("first attempt while holding: %v, want half of Min (the smaller ceiling)", d)
 	}
 }
