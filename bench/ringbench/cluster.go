@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/lease"
+)
+
+// portAttempts is how many times a launch that lost a port race is retried on fresh ports.
+const portAttempts = 3
+
+// viewTimeout bounds one GET /v1/ring: a coordinator that was just killed must not hold a poll.
+const viewTimeout = 500 * time.Millisecond
+
+// cluster is the coordinators and the probes of one run, all on loopback.
+type cluster struct {
+	dir       string
+	retryring string
+	probeBin  string
+	ring      lease.RingKey
+	coordArgs []string
+	probeArgs []string
+	coords    []*proc.Coordinator
+	probes    []*probe
+}
+
+// processes returns every process launched so far.
+func (c *cluster) processes() []*proc.Process {
+	var out []*proc.Process
+	for _, co := range c.coords {
+		if co.Process != nil {
+			out = append(out, co.Process)
+		}
+	}
+	for _, pr := range c.probes {
+		out = append(out, pr.p)
+	}
+	return out
+}
+
+// killAll kills every process and waits until each was reaped.
+func (c *cluster) killAll() {
+	for _, p := range c.processes() {
+		_ = p.Kill9()
+	}
+}
+
+// startCoordinators launches n coordinators with one --peers list and waits until a leader is known
+// and every node is ready. A launch that lost a port race is retried on fresh ports.
+func (c *cluster) startCoordinators(ctx context.Context, n int) error {
+	var err error
+	for range portAttempts {
+		if err = c.launchCoordinators(ctx, n); !errors.Is(err, proc.ErrPortInUse) {
+			return err
+		}
+		for _, co := range c.coords {
+			_ = co.Kill9()
+			_ = os.RemoveAll(co.DataDir)
+		}
+		c.coords = nil
+	}
+	return err
+}
+
+func (c *cluster) launchCoordinators(ctx context.Context, n int) error {
+	cos := make([]*proc.Coordinator, n)
+	peers := make([]string, n)
+	for i := range cos {
+		co := &proc.Coordinator{ID: fmt.Sprintf("c%d", i+1)}
+		for _, addr := range []*string{&co.RaftAddr, &co.RSocketAddr, &co.HTTPAddr} {
+			a, err := proc.FreeAddr()
+			if err != nil {
+				return err
+			}
+			*addr = a
+		}
+		co.DataDir = filepath.Join(c.dir, "data", co.ID)
+		cos[i] = co
+		peers[i] = co.ID + "=" + co.RaftAddr
+	}
+	c.coords = cos
+	for _, co := range cos {
+		args := append([]string{
+			"coordinator", "--node-id", co.ID, "--raft-addr", co.RaftAddr, "--rsocket-addr", co.RSocketAddr,
+			"--http-addr", co.HTTPAddr, "--data-dir", co.DataDir, "--peers", strings.Join(peers, ","),
+		}, c.coordArgs...)
+		p, err := proc.Launch(proc.Spec{Name: co.ID, Path: c.retryring, Args: args, LogDir: c.dir})
+		if err != nil {
+			return err
+		}
+		co.Process = p
+	}
+	for _, co := range cos {
+		if err := co.WaitHealthy(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := c.waitLeader(ctx, ""); err != nil {
+		return err
+	}
+	for _, co := range cos {
+		if err := co.WaitReady(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rsocketAddrs is every coordinator's RSocket address: the probes' -coordinators.
+func (c *cluster) rsocketAddrs() string {
+	addrs := make([]string, len(c.coords))
+	for i, co := range c.coords {
+		addrs[i] = co.RSocketAddr
+	}
+	return strings.Join(addrs, ",")
+}
+
+// addProbe launches probe p<i> and waits until it reported its start.
+func (c *cluster) addProbe(ctx context.Context) (*probe, error) {
+	id := fmt.Sprintf("p%d", len(c.probes)+1)
+	args := []string{"-worker-id", id, "-coordinators", c.rsocketAddrs(),
+		"-region", c.ring.Region, "-cluster", c.ring.Cluster, "-service", c.ring.Service}
+	args = append(args, c.probeArgs...)
+	p, err := proc.Launch(proc.Spec{Name: id, Path: c.probeBin, Args: args, LogDir: c.dir})
+	if err != nil {
+		return nil, err
+	}
+	pr := &probe{id: id, p: p}
+	c.probes = append(c.probes, pr)
+	return pr, c.waitStarted(ctx, pr, "")
+}
+
+// waitStarted waits until pr reported the start of an incarnation other than prev.
+func (c *cluster) waitStarted(ctx context.Context, pr *probe, prev string) error {
+	for {
+		if err := pr.refresh(); err != nil {
+			return err
+		}
+		if inc := pr.incarnation(); inc != "" && inc != prev {
+			return nil
+		}
+		select {
+		case <-pr.p.Exited():
+			return fmt.Errorf("probe %s exited before it started: %s", pr.id, pr.p.Tail(5))
+		case <-ctx.Done():
+			return fmt.Errorf("probe %s did not start: %w", pr.id, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// restartProbe launches an exited probe again (a new incarnation) and waits for its start.
+func (c *cluster) restartProbe(ctx context.Context, pr *probe) error {
+	prev := pr.incarnation()
+	if err := pr.p.Restart(); err != nil {
+		return err
+	}
+	return c.waitStarted(ctx, pr, prev)
+}
+
+// view fetches one coordinator's /v1/ring with a short bound.
+func view(ctx context.Context, co *proc.Coordinator) (coordinator.RingView, error) {
+	ctx, cancel := context.WithTimeout(ctx, viewTimeout)
+	defer cancel()
+	return co.View(ctx)
+}
+
+// leader asks every running, not stopped coordinator and returns the one that reports itself as
+// leader (the highest term if two do), with its view.
+func (c *cluster) leader(ctx context.Context) (*proc.Coordinator, coordinator.RingView, error) {
+	var best *proc.Coordinator
+	var bestView coordinator.RingView
+	for _, co := range c.coords {
+		if !co.Running() || co.Stopped() {
+			continue
+		}
+		v, err := view(ctx, co)
+		if err != nil || v.LeaderID != co.ID {
+			continue
+		}
+		if best == nil || v.RaftTerm > bestView.RaftTerm {
+			best, bestView = co, v
+		}
+	}
+	if best == nil {
+		return nil, coordinator.RingView{}, proc.ErrNoLeader
+	}
+	return best, bestView, nil
+}
+
+// waitLeader waits for a leader other than exclude.
+func (c *cluster) waitLeader(ctx context.Context, exclude string) (*proc.Coordinator, error) {
+	for {
+		co, _, err := c.leader(ctx)
+		if err == nil && co.ID != exclude {
+			return co, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", proc.ErrNoLeader, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// ringOf finds the benchmark's ring in a view.
+func ringOf(v coordinator.RingView, key lease.RingKey) (coordinator.RingStateView, bool) {
+	for _, r := range v.Rings {
+		if r.Region == key.Region && r.Cluster == key.Cluster && r.Service == key.Service {
+			return r, true
+		}
+	}
+	return coordinator.RingStateView{}, false
+}
+
+// memberOf finds a member incarnation in a view.
+func memberOf(v coordinator.RingView, key lease.RingKey, workerID, incarnation string) (coordinator.MemberView, bool) {
+	r, ok := ringOf(v, key)
+	if !ok {
+		return coordinator.MemberView{}, false
+	}
+	for _, m := range r.Members {
+		if m.WorkerID == workerID && m.Incarnation == incarnation {
+			return m, true
+		}
+	}
+	return coordinator.MemberView{}, false
+}
+
+// settled reports whether the ring is at rest: in the leader's view every probe's current
+// incarnation is an active member holding exactly its equal share (lease.Split of the probe count,
+// at its node index), nobody else is a member (no departed incarnation still holding anything),
+// and each probe's guard holds that very assignment, still valid. The reason says what is missing.
+func (c *cluster) settled(ctx context.Context) (bool, string) {
+	_, v, err := c.leader(ctx)
+	if err != nil {
+		return false, err.Error()
+	}
+	r, ok := ringOf(v, c.ring)
+	if !ok {
+		return false, "ring not in the view"
+	}
+	n := len(c.probes)
+	if len(r.Members) != n {
+		return false, fmt.Sprintf("%d members, want %d", len(r.Members), n)
+	}
+	splits := lease.Split(n)
+	byID := map[string]coordinator.MemberView{}
+	for _, m := range r.Members {
+		if m.State != coordinator.MemberActive || m.NodeIndex < 0 || m.NodeIndex >= n {
+			return false, fmt.Sprintf("member %s is %s at index %d", m.WorkerID, m.State, m.NodeIndex)
+		}
+		rs, err := lease.DecodeRanges(m.Ranges)
+		if err != nil || !rs.Equal(lease.Ranges{splits[m.NodeIndex]}) {
+			return false, fmt.Sprintf("member %s does not hold its equal share yet", m.WorkerID)
+		}
+		byID[m.WorkerID] = m
+	}
+	now := time.Now().UnixNano()
+	for _, pr := range c.probes {
+		if err := pr.refresh(); err != nil {
+			return false, err.Error()
+		}
+		inc := pr.incarnation()
+		m, ok := byID[pr.id]
+		if !ok || m.Incarnation != inc {
+			return false, fmt.Sprintf("probe %s (incarnation %.8s) is not a member", pr.id, inc)
+		}
+		recs := pr.leases(inc)
+		if len(recs) == 0 {
+			return false, fmt.Sprintf("probe %s holds no lease", pr.id)
+		}
+		last := recs[len(recs)-1]
+		want, _ := lease.DecodeRanges(m.Ranges)
+		if last.epoch != m.Epoch || !last.ranges.Equal(want) || last.expires <= now {
+			return false, fmt.Sprintf("probe %s holds epoch %d, the leader assigned %d", pr.id, last.epoch, m.Epoch)
+		}
+	}
+	return true, ""
+}
+
+// waitSettled waits until settled, at most bound.
+func (c *cluster) waitSettled(ctx context.Context, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var why string
+	for {
+		var ok bool
+		if ok, why = c.settled(ctx); ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ring not settled within %v: %s", bound, why)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

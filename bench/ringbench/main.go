@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/retryring/retryring/bench/internal/benchkit"
+	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/lease"
+)
+
+// ring is the one ring every probe joins.
+var ring = lease.RingKey{Region: "bench", Cluster: "c1", Service: "orders"}
+
+type options struct {
+	trials          int
+	probes          int
+	coordinators    int
+	figures         map[string]bool
+	baselineClients int
+	baselineBound   time.Duration
+	retryring       string
+	ttl, renewal    time.Duration
+	silence         time.Duration
+	probeBackoffMax time.Duration
+	poll            time.Duration
+	maxRun          time.Duration
+	keep            bool
+	out             string
+}
+
+func main() {
+	if len(os.Args) == 4 && os.Args[1] == baselineClientFlag {
+		os.Exit(runBaselineClient(os.Args[2], os.Args[3]))
+	}
+	var o options
+	var figures string
+	fs := flag.NewFlagSet("ringbench", flag.ExitOnError)
+	fs.IntVar(&o.trials, "trials", 20, "trials per figure")
+	fs.IntVar(&o.probes, "probes", 8, "lease-only worker processes (bench/leaseprobe)")
+	fs.IntVar(&o.coordinators, "coordinators", 3, "coordinator processes (Raft voters)")
+	fs.StringVar(&figures, "figures", "stop,kill,leave,leader", "trial kinds to run: stop (SIGSTOP detection), kill (kill -9 detection and takeover), leave, leader (leader kill)")
+	fs.IntVar(&o.baselineClients, "baseline-clients", 5, "SIGSTOPped clients of the plain rsocket-go server, run in parallel with the trials (0: no baseline)")
+	fs.DurationVar(&o.baselineBound, "baseline-bound", 150*time.Second, "how long the baseline waits for the server to notice a stopped client")
+	fs.StringVar(&o.retryring, "retryring", "", "retryring binary (default: build ./cmd/retryring of this module)")
+	fs.DurationVar(&o.ttl, "lease-ttl", 0, "coordinators' --lease-ttl (0: their default)")
+	fs.DurationVar(&o.renewal, "lease-renewal", 0, "coordinators' --lease-renewal (0: their default)")
+	fs.DurationVar(&o.silence, "silence-timeout", 0, "coordinators' --silence-timeout (0: their default)")
+	fs.DurationVar(&o.probeBackoffMax, "probe-backoff-max", 0, "the probes' lease client Backoff.Max (0: its default, leaseclient.DefaultBackoffMax)")
+	fs.DurationVar(&o.poll, "poll", 10*time.Millisecond, "period of every poll of /v1/ring and of the probes' event streams")
+	fs.DurationVar(&o.maxRun, "max-run", 20*time.Minute, "stop the run after this long")
+	fs.BoolVar(&o.keep, "keep", false, "keep the logs and data directories")
+	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
+	_ = fs.Parse(os.Args[1:])
+	o.figures = map[string]bool{}
+	for _, f := range strings.Split(figures, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "stop", "kill", "leave", "leader":
+			o.figures[f] = true
+		case "":
+		default:
+			fail(fmt.Errorf("-figures: unknown %q", f))
+		}
+	}
+	if o.trials < 1 || o.probes < 2 || o.coordinators < 3 {
+		fail(fmt.Errorf("need -trials ≥ 1, -probes ≥ 2 (a takeover needs a survivor), -coordinators ≥ 3 (a leader kill needs a quorum left)"))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.maxRun)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "ringbench: %v\n", err)
+	os.Exit(1)
+}
+
+func run(ctx context.Context, o options) (err error) {
+	m := describe()
+	dir, err := os.MkdirTemp("", "ringbench-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if o.keep || err != nil {
+			logf("logs kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}()
+	bins, err := build(ctx, dir, o.retryring)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+
+	var baseDone chan baselineResult
+	if o.baselineClients > 0 {
+		baseDone = make(chan baselineResult, 1)
+		b := &baseline{dir: dir, self: self, clients: o.baselineClients, bound: o.baselineBound}
+		go func() { baseDone <- b.run(ctx) }()
+	}
+
+	c := &cluster{dir: dir, retryring: bins.retryring, probeBin: bins.probe, ring: ring, coordArgs: coordArgs(o), probeArgs: probeArgs(o)}
+	defer c.killAll()
+	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer scancel()
+	if err := c.startCoordinators(sctx, o.coordinators); err != nil {
+		return err
+	}
+	for range o.probes {
+		if _, err := c.addProbe(sctx); err != nil {
+			return err
+		}
+	}
+	if err := c.waitSettled(ctx, settleBound); err != nil {
+		return err
+	}
+	logf("%d coordinators and %d probes settled", o.coordinators, o.probes)
+
+	res := newResults()
+	r := &runner{c: c, res: res, poll: o.poll, renewal: timing(o).Renewal, log: logf}
+	trialErr := runTrials(ctx, r, o)
+	if trialErr != nil {
+		logf("trials stopped: %v", trialErr)
+	}
+	c.killAll()
+
+	var base baselineResult
+	if baseDone != nil {
+		logf("waiting for the baseline")
+		base = <-baseDone
+		if base.err != nil {
+			res.note("baseline failed: %v", base.err)
+		}
+		for _, v := range base.vals {
+			res.add(figBaseline, v)
+		}
+		res.timeouts[figBaseline] += base.timeouts
+	}
+	m.loadEnd = benchkit.LoadAvg()
+	report := renderReport(m, o, res)
+	fmt.Print(report)
+	if o.out != "" {
+		if werr := os.WriteFile(o.out, []byte(report), 0o644); werr != nil {
+			return werr
+		}
+	}
+	return trialErr
+}
+
+// runTrials runs every figure's trials, one kind after the other.
+func runTrials(ctx context.Context, r *runner, o options) error {
+	kinds := []struct {
+		name string
+		run  func(context.Context, int) error
+	}{
+		{"stop", func(ctx context.Context, i int) error { return r.detect(ctx, i, false) }},
+		{"kill", func(ctx context.Context, i int) error { return r.detect(ctx, i, true) }},
+		{"leave", r.leave},
+		{"leader", r.leaderKill},
+	}
+	for _, k := range kinds {
+		if !o.figures[k.name] {
+			continue
+		}
+		for i := range o.trials {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := k.run(ctx, i); err != nil {
+				return fmt.Errorf("%s trial %d: %w", k.name, i+1, err)
+			}
+		}
+	}
+	return nil
+}
+
+// coordArgs are the flags every coordinator gets beyond its addresses.
+func coordArgs(o options) []string {
+	var args []string
+	if o.ttl > 0 {
+		args = append(args, "--lease-ttl", o.ttl.String())
+	}
+	if o.renewal > 0 {
+		args = append(args, "--lease-renewal", o.renewal.String())
+	}
+	if o.silence > 0 {
+		args = append(args, "--silence-timeout", o.silence.String())
+	}
+	return args
+}
+
+// probeArgs are the flags every probe gets beyond its id, ring and coordinators.
+func probeArgs(o options) []string {
+	if o.probeBackoffMax > 0 {
+		return []string{"-backoff-max", o.probeBackoffMax.String()}
+	}
+	return nil
+}
+
+// timing is the lease timing the coordinators run with.
+func timing(o options) lease.Timing {
+	return lease.Timing{TTL: o.ttl, Renewal: o.renewal}.WithDefaults()
+}
+
+// silenceTimeout is the coordinators' silence timeout.
+func silenceTimeout(o options) time.Duration {
+	if o.silence > 0 {
+		return o.silence
+	}
+	return coordinator.DefaultSilenceTimeout
+}
+
+type binaries struct{ retryring, probe string }
+
+// build compiles the retryring binary (unless given) and the lease probe into dir.
+func build(ctx context.Context, dir, retryring string) (binaries, error) {
+	root, err := proc.ModuleRoot()
+	if err != nil {
+		return binaries{}, err
+	}
+	b := binaries{retryring: retryring, probe: filepath.Join(dir, "leaseprobe")}
+	if b.retryring == "" {
+		b.retryring = filepath.Join(dir, "retryring")
+		if err := proc.Build(ctx, root, b.retryring, false); err != nil {
+			return binaries{}, err
+		}
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", b.probe, "./bench/leaseprobe")
+	cmd.Dir = root
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RETRYRING_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return binaries{}, errors.Join(fmt.Errorf("go build ./bench/leaseprobe: %w", err), errors.New(string(out)))
+	}
+	return b, nil
+}
