@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/retryring/retryring/bench/internal/benchkit"
+)
+
+type options struct {
+	total, segment  int
+	workers         []int
+	impls           []string
+	concurrency     int
+	instances, rows int
+	page            int
+	maxRun          time.Duration
+}
+
+func main() {
+	var kit benchkit.Flags
+	var o options
+	var workers, impls string
+	fs := flag.NewFlagSet("drain", flag.ExitOnError)
+	kit.Register(fs)
+	fs.IntVar(&o.total, "total", 150_000, "failures processed in all, per run")
+	fs.IntVar(&o.segment, "segment", 15_000, "failures written and then drained at a time")
+	fs.StringVar(&workers, "workers", "1,3", "worker counts to run, comma-separated")
+	fs.StringVar(&impls, "impl", "ours,naive,naive+markers", "implementations to run: ours, naive (row deletes only), naive+markers (plus the STRICT marker protocol per row)")
+	fs.IntVar(&o.concurrency, "concurrency", 100, "executions in flight per worker")
+	fs.IntVar(&o.instances, "instances", 10, "ours: instances writing into each window")
+	fs.IntVar(&o.rows, "rows", 500, "ours: failures per instance per window")
+	fs.IntVar(&o.page, "page", 500, "rows per read: the worker's page size and the naive poll's LIMIT")
+	fs.DurationVar(&o.maxRun, "max-run", 20*time.Minute, "stop a run that takes longer")
+	_ = fs.Parse(os.Args[1:])
+	for _, w := range strings.Split(workers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n < 1 {
+			fail(fmt.Errorf("-workers: %q", w))
+		}
+		o.workers = append(o.workers, n)
+	}
+	for _, i := range strings.Split(impls, ",") {
+		if i = strings.TrimSpace(i); i != "ours" && i != "naive" && i != "naive+markers" {
+			fail(fmt.Errorf("-impl: %q", i))
+		}
+		o.impls = append(o.impls, strings.TrimSpace(i))
+	}
+	if o.segment%(o.instances*o.rows) != 0 {
+		fail(fmt.Errorf("-segment %d must be a multiple of -instances × -rows = %d", o.segment, o.instances*o.rows))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	s, err := kit.Connect(ctx)
+	if err != nil {
+		fail(err)
+	}
+	defer s.Close()
+	benchkit.Describe(ctx, s).Print(os.Stdout, benchkit.Command())
+
+	var summary []string
+	for _, w := range o.workers {
+		for _, impl := range o.impls {
+			if ctx.Err() != nil {
+				break
+			}
+			runCtx, cancel := context.WithTimeout(ctx, o.maxRun)
+			var line string
+			var err error
+			switch impl {
+			case "ours":
+				line, err = runOurs(runCtx, &kit, s, o, w)
+			case "naive":
+				line, err = runNaive(runCtx, &kit, s, o, w, false)
+			case "naive+markers":
+				line, err = runNaive(runCtx, &kit, s, o, w, true)
+			}
+			cancel()
+			if err != nil {
+				line = fmt.Sprintf("| %s | %d | run failed: %v |", impl, w, err)
+			}
+			summary = append(summary, line)
+		}
+	}
+	fmt.Printf("\n## Summary (load avg at the end: %s)\n\n", benchkit.LoadAvg())
+	fmt.Println("| impl | workers | processed | tx/s first segment | tx/s last segment | tombstones per query, first → last segment | warnings in the log | aborted |")
+	fmt.Println("|---|---:|---:|---:|---:|---|---:|---|")
+	for _, l := range summary {
+		fmt.Println(l)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "drain:", err)
+	os.Exit(1)
+}
+
+// logs follows the two logs where Cassandra reports reads that scanned too many tombstones.
+type logs struct{ tombstones, system *benchkit.Log }
+
+func openLogs() logs {
+	return logs{tombstones: benchkit.OpenTombstoneLog(), system: benchkit.OpenSystemLog()}
+}
+
+// count returns the reads of ks that crossed tombstone_warn_threshold (tombstone log) and those
+// aborted at tombstone_failure_threshold (system log) since the logs were opened, and the first
+// abort's line.
+func (l logs) count(ks string) (warn, abort int, firstAbort string) {
+	w, err := l.tombstones.Lines(ks+".", "tombstone_warn_threshold")
+	if err != nil {
+		w = nil
+		warn = -1
+	}
+	warn += len(w)
+	a, err := l.system.Lines(ks+".", "Scanned over")
+	if err != nil {
+		return warn, -1, ""
+	}
+	if len(a) > 0 {
+		firstAbort = a[0]
+	}
+	return warn, len(a), firstAbort
+}
+
+func printHistograms(ctx context.Context, s *gocql.Session, ks string) {
+	hs, err := benchkit.TombstonesPerRead(ctx, s, ks)
+	if err != nil {
+		fmt.Println("tombstones_per_read:", err)
+		return
+	}
+	fmt.Printf("\nCassandra's tombstones_per_read for %s (all reads of the run, bucketed):\n\n", ks)
+	benchkit.PrintHistograms(os.Stdout, hs)
+}
