@@ -229,9 +229,10 @@ EOF
 write_logback() {
   cat >"$1" <<EOF
 <!-- Written by scripts/cassandra.sh on every start. system.log: INFO and above.
-     tombstones.log: only the WARN lines of org.apache.cassandra.db.ReadCommand, i.e.
-     "Read N live rows and M tombstone cells for query ... (see tombstone_warn_threshold)"
-     and "Scanned over N tombstones ... (see tombstone_failure_threshold)". -->
+     tombstones.log: the WARN and ERROR lines of org.apache.cassandra.db.ReadCommand, i.e.
+     "Read N live rows and M tombstone cells for query ... (see tombstone_warn_threshold)",
+     and of org.apache.cassandra.service.StorageProxy, which reports reads aborted at
+     tombstone_failure_threshold ("Scanned over N tombstones ... query aborted"). -->
 <configuration scan="false">
   <appender name="SYSTEMLOG" class="ch.qos.logback.core.rolling.RollingFileAppender">
     <file>$LOG_DIR/system.log</file>
@@ -257,6 +258,9 @@ write_logback() {
     </encoder>
   </appender>
   <logger name="org.apache.cassandra.db.ReadCommand" level="INFO">
+    <appender-ref ref="TOMBSTONES"/>
+  </logger>
+  <logger name="org.apache.cassandra.service.StorageProxy" level="INFO">
     <appender-ref ref="TOMBSTONES"/>
   </logger>
   <root level="INFO">
