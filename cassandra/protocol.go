@@ -70,7 +70,7 @@ func (s *Store) deleteChecked(ctx context.Context, below func(context.Context) (
 		// Unknown whether a late writer slipped in: restore, which is always safe (an empty
 		// directory row is deleted again on a later pass).
 		if rerr := restore(ctx); rerr != nil {
-			return false, fmt.Errorf("cassandra: recheck after deleting %s: %w (and restore: %v)", what, err, rerr)
+			return false, fmt.Errorf("cassandra: recheck after deleting %s: %w (and restore: %w)", what, err, rerr)
 		}
 		return false, fmt.Errorf("cassandra: recheck after deleting %s: %w", what, err)
 	}

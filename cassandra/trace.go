@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -93,7 +94,7 @@ func readTrace(ctx context.Context, s *gocql.Session, id []byte) (live, tombston
 		var duration *int
 		err := s.Query(`SELECT duration FROM system_traces.sessions WHERE session_id = ?`, uuid).
 			WithContext(ctx).Consistency(gocql.One).Scan(&duration)
-		if err != nil && err != gocql.ErrNotFound {
+		if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 			return 0, 0, fmt.Errorf("cassandra: read trace session %s: %w", uuid, err)
 		}
 		if err == nil && duration != nil {

@@ -72,7 +72,7 @@ func (s *State) ringFor(k lease.RingKey) *Ring {
 
 func (s *State) applyJoin(c *Join) error {
 	if err := c.Ring.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if c.WorkerID == "" || c.Incarnation == "" {
 		return fmt.Errorf("%w: join without worker id or incarnation", ErrMalformed)

@@ -185,7 +185,7 @@ func Decode(b []byte) (Command, error) {
 		return nil, fmt.Errorf("%w: type %d", ErrUnknownCommand, b[0])
 	}
 	if err := json.Unmarshal(b[2:], c); err != nil {
-		return nil, fmt.Errorf("%w: type %d: %v", ErrMalformed, b[0], err)
+		return nil, fmt.Errorf("%w: type %d: %w", ErrMalformed, b[0], err)
 	}
 	return c, nil
 }

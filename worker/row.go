@@ -236,7 +236,7 @@ const settleMargin = 100 * time.Millisecond
 func (s *Scanner) settleOn(token int64, held lease.Lease) settleFunc {
 	check := func(need time.Duration) (lease.Lease, error) {
 		l, err := s.guard.CheckToken(token, need)
-		if err == nil || !(errors.Is(err, lease.ErrTokenNotLeased) || errors.Is(err, lease.ErrNoLease)) {
+		if err == nil || !errors.Is(err, lease.ErrTokenNotLeased) && !errors.Is(err, lease.ErrNoLease) {
 			return l, err
 		}
 		if held.Ranges.Contains(token) && held.Remaining(s.now()) >= need+settleMargin {

@@ -86,7 +86,10 @@ func run() int {
 	out.emit(event.Event{Kind: event.LeaveDone, Error: errText(err)})
 	cancel()
 	select {
-	case <-runDone:
+	case err := <-runDone:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			out.emit(event.Event{Kind: event.Exit, Error: errText(err)})
+		}
 	case <-time.After(runStopWait):
 	}
 	out.emit(event.Event{Kind: event.Exit})
@@ -155,9 +158,9 @@ func (t *logTap) Write(p []byte) (int, error) {
 		Message string `json:"message"`
 		Addr    string `json:"coordinator_addr"`
 	}
-	if err := json.Unmarshal(p, &line); err != nil {
+	if json.Unmarshal(p, &line) != nil { // not a JSON log line: pass it through as it is
 		_, _ = t.out.Write(p)
-		return len(p), nil
+		return len(p), nil //nolint:nilerr // a line that is not JSON is passed through, not an error
 	}
 	if line.Message == connectedMsg && line.Addr != "" {
 		t.onConnect(line.Addr)

@@ -41,7 +41,7 @@ var shared struct {
 func setup() {
 	s, err := cassandratest.Cluster().CreateSession()
 	if err != nil {
-		shared.err = fmt.Errorf("Cassandra not reachable at %s: %w: run `make cassandra-start` (or set RETRYRING_CASSANDRA)", cassandratest.Addr(), err)
+		shared.err = fmt.Errorf("cassandra not reachable at %s: %w: run `make cassandra-start` (or set RETRYRING_CASSANDRA)", cassandratest.Addr(), err)
 		return
 	}
 	ks := "t_store_" + randHex(8)

@@ -141,7 +141,9 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		log.Warn().Err(err).Msg("leave failed; the coordinator frees the ranges when the lease expires")
 	}
 	stopClient()
-	<-clientDone
+	if err := <-clientDone; err != nil && !errors.Is(err, context.Canceled) {
+		log.Warn().Err(err).Msg("lease client ended with an error")
+	}
 	s := scanner.Stats()
 	log.Info().Interface("stats", s).Msg("worker stopped")
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {

@@ -45,7 +45,7 @@ func TestKeyspaceName(t *testing.T) {
 			t.Fatalf("bad keyspace name %q", ks)
 		}
 		for _, r := range ks {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
 				t.Fatalf("bad keyspace name %q", ks)
 			}
 		}
