@@ -132,7 +132,11 @@ func (s *Scanner) compactDay(ctx context.Context, d window.Date, now time.Time) 
 	var firstKept, lastDeleted *window.Window
 	for _, w := range ws {
 		if !window.DeletableWindow(w, now, s.cfg.MaxClockOffset) { // gate 2
-			firstKept = &w
+			// Windows are in order: this one and every later one are kept. An earlier window kept
+			// for its instance markers stays the checkpoint, or no traversal would read it again.
+			if firstKept == nil {
+				firstKept = &w
+			}
 			break
 		}
 		var left bool

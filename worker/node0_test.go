@@ -99,3 +99,43 @@ func TestNode0KeepsAWindowWhoseTimeHasNotPassed(t *testing.T) {
 	}
 	e.assertDrained(off)
 }
+
+// TestNode0KeepsTheCheckpointAtAnOlderBusyWindow: an older window that passed gate 2 still has a
+// slow peer's instance marker (gate 1) and a newer window of the same day has not passed gate 2.
+// Node-0 must leave the day's scan checkpoint at the older window: raising it to the newer one
+// would hide the older window from every later traversal, and its rows would never run.
+func TestNode0KeepsTheCheckpointAtAnOlderBusyWindow(t *testing.T) {
+	newer, err := window.Of(noon, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := e0(t, newer)
+	e := newEnv(t, 1, newer.Start().Add(DefaultMaxClockOffset)) // newer is readable, not deletable
+	halves := lease.Split(2)
+	mine, theirs := instanceIn(t, halves[0], "pod"), instanceIn(t, halves[1], "pod")
+	e.record(theirs, older, 10, ids("slow", 4)...) // the peer has not drained it yet
+	e.record(mine, newer, 10, ids("new", 3)...)
+
+	node0 := e.scanner(e.config("w0"), e.guard(lease.Ranges{halves[0]}, 0, 2, time.Hour), &recordingExecutor{})
+	drain(t, node0, 3)
+	if ws := e.windowsLeft(); len(ws) != 2 || ws[0] != older {
+		t.Fatalf("tier 2 holds %v, want %s (busy) and %s (not over)", ws, older, newer)
+	}
+
+	ex := &recordingExecutor{}
+	peer := e.scanner(e.config("w1"), e.guard(lease.Ranges{halves[1]}, 1, 2, time.Hour), ex)
+	drain(t, peer, 3)
+	if runs := ex.runs(); len(runs) != 4 {
+		t.Fatalf("the peer ran %d of the older window's 4 rows: %v", len(runs), runs)
+	}
+}
+
+// e0 is the window ten minutes before w, on the same day.
+func e0(t *testing.T, w window.Window) window.Window {
+	t.Helper()
+	o, err := window.New(w.Day, w.Minute-10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
