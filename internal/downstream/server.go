@@ -1,0 +1,438 @@
+package downstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrInvalidConfig means a Config failed validation.
+var ErrInvalidConfig = errors.New("downstream: invalid configuration")
+
+// IdempotencyHeader is the header that carries the transaction id (product.md, "Executor").
+const IdempotencyHeader = "Idempotency-Key"
+
+// ExecutePath is the path the executor URL points at; GET /v1/summary answers Summary as JSON.
+const ExecutePath = "/execute"
+
+// DefaultPermanentStatus is the answer to a transaction chosen to fail permanently: a 4xx that
+// the worker must dead-letter at once.
+const DefaultPermanentStatus = http.StatusUnprocessableEntity
+
+// Config sets the stub's behaviour. The zero value answers 200 at once to everything.
+type Config struct {
+	// UnavailableFor: every request is answered 503 until this long after Start.
+	UnavailableFor time.Duration
+	// Latency is how long the stub works on a request before answering; Jitter adds a uniformly
+	// random extra in [0, Jitter). A request whose connection closes meanwhile is aborted.
+	Latency time.Duration
+	Jitter  time.Duration
+	// PermanentFraction of transaction ids, chosen by a hash of the id (the same ids on every
+	// call and every run), are answered PermanentStatus. PermanentIDs are answered so as well.
+	PermanentFraction float64
+	PermanentIDs      []string
+	// PermanentStatus is the permanent answer: a 4xx other than 408, 409, 425 and 429.
+	// Default DefaultPermanentStatus.
+	PermanentStatus int
+	// Addr is the listen address. Default 127.0.0.1:0 (a free loopback port).
+	Addr string
+	// Now tells the time (with its monotonic reading) for every recorded instant and for
+	// UnavailableFor. Default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.PermanentStatus == 0 {
+		c.PermanentStatus = DefaultPermanentStatus
+	}
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:0"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports the first problem of c.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch s := c.PermanentStatus; {
+	case c.UnavailableFor < 0 || c.Latency < 0 || c.Jitter < 0:
+		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
+	case c.PermanentFraction < 0 || c.PermanentFraction > 1:
+		return fmt.Errorf("%w: permanent fraction %v outside [0, 1]", ErrInvalidConfig, c.PermanentFraction)
+	case s < 400 || s > 499 || s == 408 || s == 409 || s == 425 || s == 429:
+		return fmt.Errorf("%w: permanent status %d is not a permanent 4xx", ErrInvalidConfig, s)
+	}
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("%w: addr %q: %v", ErrInvalidConfig, c.Addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%w: addr %q is not a loopback address", ErrInvalidConfig, c.Addr)
+	}
+	return nil
+}
+
+// Request is the JSON body the stub expects (product.md, "Executor").
+type Request struct {
+	TransactionID string `json:"transaction_id"`
+	ServiceName   string `json:"service_name"`
+	Region        string `json:"region"`
+	Cluster       string `json:"cluster"`
+	InstanceID    string `json:"instance_id"`
+	AllocationKey string `json:"allocation_key"`
+	ImplType      string `json:"impl_type"`
+	Attempt       int    `json:"attempt"`
+	WindowDate    string `json:"window_date"`
+	WindowMinute  int    `json:"window_minute"`
+	WorkerID      string `json:"worker_id"`
+	LeaseEpoch    uint64 `json:"lease_epoch"`
+}
+
+// Execution is one request the stub received on ExecutePath.
+type Execution struct {
+	// Seq numbers executions in arrival order, from 1.
+	Seq uint64
+	Request
+	// Start is when the request arrived, End when the answer left (or the client went away).
+	// Both carry a monotonic reading: compare them only with instants of this process.
+	Start, End time.Time
+	// Status is the answer: 200, 409 (done before), 503 (unavailable), the permanent status, or 0
+	// when the request was aborted (the client closed its connection before the answer).
+	Status int
+}
+
+// Done reports whether the worker was told the step succeeded (2xx or 409).
+func (e Execution) Done() bool {
+	return (e.Status >= 200 && e.Status < 300) || e.Status == http.StatusConflict
+}
+
+// Aborted reports whether the client went away before the answer.
+func (e Execution) Aborted() bool { return e.Status == 0 && !e.End.IsZero() }
+
+// Running reports whether the stub is still working on it.
+func (e Execution) Running() bool { return e.End.IsZero() }
+
+// Violation is a request that broke the executor contract.
+type Violation struct {
+	At     time.Time
+	Reason string
+	Body   string // at most 256 bytes of it
+}
+
+// Server is a running stub.
+type Server struct {
+	cfg       Config
+	started   time.Time
+	permanent map[string]bool
+	srv       *http.Server
+	ln        net.Listener
+	served    chan struct{}
+
+	unavailable atomic.Bool
+	latency     atomic.Int64 // ns; overrides cfg.Latency after SetLatency
+	jitter      atomic.Int64
+
+	mu         sync.Mutex
+	execs      []Execution
+	done       map[string]int // transaction id → executions answered done
+	violations []Violation
+}
+
+// Start listens on cfg.Addr and serves until Close.
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("downstream: listen: %w", err)
+	}
+	s := &Server{
+		cfg: cfg, started: cfg.Now(), permanent: map[string]bool{}, ln: ln, served: make(chan struct{}),
+		done: map[string]int{},
+	}
+	for _, id := range cfg.PermanentIDs {
+		s.permanent[id] = true
+	}
+	s.latency.Store(int64(cfg.Latency))
+	s.jitter.Store(int64(cfg.Jitter))
+	mux := http.NewServeMux()
+	mux.HandleFunc(ExecutePath, s.handleExecute)
+	mux.HandleFunc("/v1/summary", s.handleSummary)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		defer close(s.served)
+		_ = s.srv.Serve(ln) // returns http.ErrServerClosed after Close
+	}()
+	return s, nil
+}
+
+// URL is the executor URL to give workers (--executor-url).
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() + ExecutePath }
+
+// Addr is the listen address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops serving; requests under way are cut off. The record stays readable.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	<-s.served
+	return err
+}
+
+// SetUnavailable turns the 503 switch on or off (on: every request is answered 503, whatever
+// UnavailableFor says).
+func (s *Server) SetUnavailable(on bool) { s.unavailable.Store(on) }
+
+// SetLatency changes the latency and jitter of requests that arrive from now on.
+func (s *Server) SetLatency(latency, jitter time.Duration) {
+	s.latency.Store(int64(latency))
+	s.jitter.Store(int64(jitter))
+}
+
+// IsPermanent reports whether the stub answers id with the permanent status.
+func (s *Server) IsPermanent(id string) bool {
+	return s.permanent[id] || chosen(id, s.cfg.PermanentFraction)
+}
+
+// chosen picks a deterministic fraction of ids by their FNV-1a hash.
+func chosen(id string, fraction float64) bool {
+	if fraction <= 0 {
+		return false
+	}
+	h := fnv.New64a()
+	_, _ = io.WriteString(h, id)
+	return float64(h.Sum64()%1_000_000) < fraction*1_000_000
+}
+
+func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
+	start := s.cfg.Now()
+	if r.Method != http.MethodPost {
+		s.violate(start, "method "+r.Method, nil)
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return // the client went away; nothing was executed
+	}
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.violate(start, "body is not the executor JSON: "+err.Error(), body)
+		http.Error(w, "bad JSON", http.StatusBadRequest)
+		return
+	}
+	switch key := r.Header.Get(IdempotencyHeader); {
+	case req.TransactionID == "":
+		s.violate(start, "empty transaction_id", body)
+		http.Error(w, "empty transaction_id", http.StatusBadRequest)
+		return
+	case key != req.TransactionID:
+		s.violate(start, fmt.Sprintf("%s %q differs from transaction_id %q", IdempotencyHeader, key, req.TransactionID), body)
+		http.Error(w, "bad idempotency key", http.StatusBadRequest)
+		return
+	case req.InstanceID == "" || req.WorkerID == "":
+		s.violate(start, "empty instance_id or worker_id", body)
+		http.Error(w, "missing instance_id or worker_id", http.StatusBadRequest)
+		return
+	}
+
+	seq := s.begin(req, start)
+	status := s.decide(req, start)
+	if d := s.delay(); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			s.finish(seq, 0)
+			return
+		}
+	}
+	// The effect (a done answer) is decided under the lock, so that two concurrent executions
+	// of one transaction cannot both be answered 200.
+	status = s.finish(seq, status)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = fmt.Fprintf(w, `{"status":%d}`+"\n", status)
+}
+
+// decide picks the answer before the latency: unavailability and permanence do not change while
+// a request is worked on.
+func (s *Server) decide(req Request, now time.Time) int {
+	switch {
+	case s.unavailable.Load() || now.Before(s.started.Add(s.cfg.UnavailableFor)):
+		return http.StatusServiceUnavailable
+	case s.IsPermanent(req.TransactionID):
+		return s.cfg.PermanentStatus
+	default:
+		return http.StatusOK
+	}
+}
+
+func (s *Server) delay() time.Duration {
+	d := time.Duration(s.latency.Load())
+	if j := s.jitter.Load(); j > 0 {
+		d += time.Duration(rand.Int64N(j))
+	}
+	return d
+}
+
+func (s *Server) begin(req Request, start time.Time) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := uint64(len(s.execs)) + 1
+	s.execs = append(s.execs, Execution{Seq: seq, Request: req, Start: start})
+	return seq
+}
+
+// finish records the answer of execution seq and returns it: 200 becomes 409 for a transaction
+// that was done before.
+func (s *Server) finish(seq uint64, status int) int {
+	end := s.cfg.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := &s.execs[seq-1]
+	if status == http.StatusOK && s.done[e.TransactionID] > 0 {
+		status = http.StatusConflict
+	}
+	e.End, e.Status = end, status
+	if e.Done() {
+		s.done[e.TransactionID]++
+	}
+	return status
+}
+
+func (s *Server) violate(at time.Time, reason string, body []byte) {
+	if len(body) > 256 {
+		body = body[:256]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.violations = append(s.violations, Violation{At: at, Reason: reason, Body: string(body)})
+}
+
+// Executions returns a copy of every execution so far, in arrival order. An execution still
+// under way has a zero End.
+func (s *Server) Executions() []Execution {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Execution(nil), s.execs...)
+}
+
+// ExecutionsSince returns the executions that arrived after t, in arrival order. It reads only
+// the tail of the record, so polling it stays cheap on a long run.
+func (s *Server) ExecutionsSince(t time.Time) []Execution {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := len(s.execs)
+	for i > 0 && s.execs[i-1].Start.After(t) {
+		i--
+	}
+	return append([]Execution(nil), s.execs[i:]...)
+}
+
+// ExecutionsOf returns the executions of one transaction, in arrival order.
+func (s *Server) ExecutionsOf(transactionID string) []Execution {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Execution
+	for _, e := range s.execs {
+		if e.TransactionID == transactionID {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ExecutionsBy returns the executions of one worker, in arrival order.
+func (s *Server) ExecutionsBy(workerID string) []Execution {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Execution
+	for _, e := range s.execs {
+		if e.WorkerID == workerID {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// DoneCount is how many executions of id were answered done.
+func (s *Server) DoneCount(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[id]
+}
+
+// DoneIDs returns every transaction id answered done at least once.
+func (s *Server) DoneIDs() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]bool, len(s.done))
+	for id := range s.done {
+		out[id] = true
+	}
+	return out
+}
+
+// Violations returns the requests that broke the contract.
+func (s *Server) Violations() []Violation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Violation(nil), s.violations...)
+}
+
+// Duplicates returns the transactions executed twice or more (answered done more than once).
+func (s *Server) Duplicates() []Duplicate { return Duplicates(s.Executions()) }
+
+// Interleavings returns the overlapping and stale executions of one instance by two workers.
+func (s *Server) Interleavings() []Interleaving { return Interleavings(s.Executions()) }
+
+// Summary counts the record so far.
+func (s *Server) Summary() Summary {
+	sum := Summarize(s.Executions())
+	sum.Violations = len(s.Violations())
+	return sum
+}
+
+// Reset forgets every execution and violation (a new phase of a demo). Tests never need it.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.execs, s.done, s.violations = nil, map[string]int{}, nil
+}
+
+func (s *Server) handleSummary(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(s.Summary())
+}
+
+// WaitExecutions waits until pred holds for the record, checking every 50 ms, or ctx ends.
+func (s *Server) WaitExecutions(ctx context.Context, pred func([]Execution) bool) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if pred(s.Executions()) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("downstream: waiting for executions: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}

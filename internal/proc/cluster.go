@@ -1,0 +1,550 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/internal/downstream"
+	"github.com/retryring/retryring/lease"
+)
+
+// Defaults of Options.
+const (
+	DefaultCoordinators  = 3
+	DefaultWorkers       = 3
+	DefaultCassandra     = "127.0.0.1:9042"
+	DefaultConcurrency   = 8
+	DefaultWindowMinutes = 1
+	// DefaultWait bounds every wait of the cluster that is not given a context of its own:
+	// launches, leader election, readiness. Generous: a 2-core machine running Cassandra and
+	// seven Go processes is slow to start them all.
+	DefaultWait = 60 * time.Second
+	// DefaultTermWait bounds a graceful stop before Term kills.
+	DefaultTermWait = 30 * time.Second
+	// portAttempts is how many times a launch that lost a port race is retried on fresh ports.
+	portAttempts = 3
+)
+
+// DefaultRing is the ring of a Cluster unless Options name another.
+var DefaultRing = lease.RingKey{Region: "e2e", Cluster: "c1", Service: "orders"}
+
+// Options configures a Cluster. Zero values mean the defaults.
+type Options struct {
+	// Binary is the retryring binary. Required.
+	Binary string
+	// Coordinators is the number of coordinator voters. Default 3.
+	Coordinators int
+	// Workers is the number of workers NewCluster starts (w1, w2, ...). Default 3; -1 for none.
+	Workers int
+	// Cassandra is host:port of Cassandra. Default 127.0.0.1:9042.
+	Cassandra string
+	// Keyspace is the keyspace of the retry directory. Required when there are workers or
+	// records; NewCluster applies the schema to it (idempotent) unless SkipSchema.
+	Keyspace   string
+	SkipSchema bool
+	// Ring is the ring of every worker and record. Default DefaultRing.
+	Ring lease.RingKey
+	// WindowMinutes is L for workers and records. Default 1.
+	WindowMinutes int
+	// LookbackDays is passed to workers when not 0.
+	LookbackDays int
+	// Concurrency is the workers' --concurrency. Default 8.
+	Concurrency int
+	// LeaseTTL and LeaseRenewal are passed to coordinators when not 0.
+	LeaseTTL     time.Duration
+	LeaseRenewal time.Duration
+	// LogLevel is passed to coordinators and workers as --log-level when not "".
+	LogLevel string
+	// CoordinatorArgs and WorkerArgs are appended to every coordinator's and worker's flags.
+	CoordinatorArgs []string
+	WorkerArgs      []string
+	// Downstream configures the stub the workers execute against.
+	Downstream downstream.Config
+	// Wait bounds the cluster's own waits. Default DefaultWait.
+	Wait time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Coordinators == 0 {
+		o.Coordinators = DefaultCoordinators
+	}
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Workers < 0 {
+		o.Workers = 0
+	}
+	if o.Cassandra == "" {
+		o.Cassandra = DefaultCassandra
+	}
+	if o.Ring == (lease.RingKey{}) {
+		o.Ring = DefaultRing
+	}
+	if o.WindowMinutes == 0 {
+		o.WindowMinutes = DefaultWindowMinutes
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Wait == 0 {
+		o.Wait = DefaultWait
+	}
+	return o
+}
+
+// Cluster is N coordinators, M workers of one ring and a downstream stub, as processes (the stub
+// in this process). Everything is killed when the test ends.
+type Cluster struct {
+	t    testing.TB
+	opts Options
+	// Group holds every process; its directory holds the logs and the coordinators' data.
+	Group      *Group
+	Downstream *downstream.Server
+
+	mu           sync.Mutex
+	coordinators []*Coordinator
+	workers      []*Worker
+	nextWorker   int
+	records      int
+}
+
+// NewCluster starts the stub, applies the schema, starts the coordinators and waits for a leader
+// and for every coordinator to be ready, then starts the workers and waits until each answers
+// /healthz. It fails the test if any of it does not happen within Options.Wait.
+func NewCluster(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	opts = opts.withDefaults()
+	if opts.Binary == "" {
+		t.Fatal("proc: Options.Binary is required")
+	}
+	// The stub closes after the processes are gone (cleanups run last-in first-out): workers
+	// that lose their executor while still running would record transient failures for nothing.
+	ds, err := downstream.Start(opts.Downstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ds.Close() })
+	g := NewGroup(t)
+	c := &Cluster{t: t, opts: opts, Group: g, Downstream: ds}
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Wait)
+	defer cancel()
+	if opts.Keyspace != "" && !opts.SkipSchema {
+		if err := c.ApplySchema(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.startCoordinators(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range opts.Workers {
+		if _, err := c.AddWorker(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// Options returns the cluster's options with defaults filled in.
+func (c *Cluster) Options() Options { return c.opts }
+
+// Coordinators returns every coordinator (running or not), c1 first.
+func (c *Cluster) Coordinators() []*Coordinator {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Coordinator(nil), c.coordinators...)
+}
+
+// Workers returns every worker (running or not), in the order they were added.
+func (c *Cluster) Workers() []*Worker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Worker(nil), c.workers...)
+}
+
+// Worker returns the worker with id, or nil.
+func (c *Cluster) Worker(id string) *Worker {
+	for _, w := range c.Workers() {
+		if w.ID == id {
+			return w
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) startCoordinators(ctx context.Context) error {
+	var err error
+	for range portAttempts {
+		if err = c.launchCoordinators(ctx); !errors.Is(err, ErrPortInUse) {
+			return err
+		}
+		for _, co := range c.Coordinators() {
+			_ = co.Kill9()
+			_ = os.RemoveAll(co.DataDir)
+		}
+	}
+	return err
+}
+
+// launchCoordinators launches every coordinator on fresh ports with one --peers list, waits until
+// each answers /healthz, a leader is known and every one is ready.
+func (c *Cluster) launchCoordinators(ctx context.Context) error {
+	n := c.opts.Coordinators
+	cos := make([]*Coordinator, n)
+	peers := make([]string, n)
+	for i := range cos {
+		co := &Coordinator{ID: "c" + strconv.Itoa(i+1)}
+		for _, addr := range []*string{&co.RaftAddr, &co.RSocketAddr, &co.HTTPAddr} {
+			a, err := FreeAddr()
+			if err != nil {
+				return err
+			}
+			*addr = a
+		}
+		co.DataDir = filepath.Join(c.Group.Dir(), "data", co.ID)
+		cos[i] = co
+		peers[i] = co.ID + "=" + co.RaftAddr
+	}
+	for _, co := range cos {
+		args := []string{
+			"coordinator", "--node-id", co.ID, "--raft-addr", co.RaftAddr, "--rsocket-addr", co.RSocketAddr,
+			"--http-addr", co.HTTPAddr, "--data-dir", co.DataDir, "--peers", strings.Join(peers, ","),
+		}
+		if c.opts.LeaseTTL > 0 {
+			args = append(args, "--lease-ttl", c.opts.LeaseTTL.String())
+		}
+		if c.opts.LeaseRenewal > 0 {
+			args = append(args, "--lease-renewal", c.opts.LeaseRenewal.String())
+		}
+		if c.opts.LogLevel != "" {
+			args = append(args, "--log-level", c.opts.LogLevel)
+		}
+		args = append(args, c.opts.CoordinatorArgs...)
+		p, err := c.Group.Launch(Spec{Name: co.ID, Path: c.opts.Binary, Args: args})
+		if err != nil {
+			return err
+		}
+		co.Process = p
+	}
+	c.mu.Lock()
+	c.coordinators = cos
+	c.mu.Unlock()
+	for _, co := range cos {
+		if err := co.WaitHealthy(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := c.WaitLeader(ctx); err != nil {
+		return err
+	}
+	for _, co := range cos {
+		if err := co.WaitReady(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rsocketAddrs lists every coordinator's RSocket address (the workers' --coordinators).
+func (c *Cluster) rsocketAddrs() string {
+	var out []string
+	for _, co := range c.Coordinators() {
+		out = append(out, co.RSocketAddr)
+	}
+	return strings.Join(out, ",")
+}
+
+// cassandraArgs are the flags naming the retry directory and the ring.
+func (c *Cluster) cassandraArgs() []string {
+	o := c.opts
+	return []string{
+		"--cassandra", o.Cassandra, "--keyspace", o.Keyspace,
+		"--region", o.Ring.Region, "--cluster", o.Ring.Cluster, "--service", o.Ring.Service,
+		"--window-minutes", strconv.Itoa(o.WindowMinutes),
+	}
+}
+
+func (c *Cluster) workerArgs(id, httpAddr string) []string {
+	o := c.opts
+	args := append([]string{"worker", "--worker-id", id, "--coordinators", c.rsocketAddrs()}, c.cassandraArgs()...)
+	args = append(args, "--executor-url", c.Downstream.URL(), "--concurrency", strconv.Itoa(o.Concurrency),
+		"--http-addr", httpAddr)
+	if o.LookbackDays != 0 {
+		args = append(args, "--lookback-days", strconv.Itoa(o.LookbackDays))
+	}
+	if o.LogLevel != "" {
+		args = append(args, "--log-level", o.LogLevel)
+	}
+	return append(args, o.WorkerArgs...)
+}
+
+// AddWorker starts the next worker (w1, w2, ...) and waits until it answers /healthz.
+func (c *Cluster) AddWorker(ctx context.Context) (*Worker, error) {
+	c.mu.Lock()
+	c.nextWorker++
+	id := "w" + strconv.Itoa(c.nextWorker)
+	c.mu.Unlock()
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.Group.Launch(Spec{Name: id, Path: c.opts.Binary, Args: c.workerArgs(id, addr)})
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{Process: p, ID: id, HTTPAddr: addr}
+	c.mu.Lock()
+	c.workers = append(c.workers, w)
+	c.mu.Unlock()
+	if err := c.waitWorker(ctx, w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// waitWorker waits for /healthz, relaunching on a fresh port when the port was taken.
+func (c *Cluster) waitWorker(ctx context.Context, w *Worker) error {
+	for attempt := 1; ; attempt++ {
+		err := w.WaitHealthy(ctx)
+		if !errors.Is(err, ErrPortInUse) || attempt == portAttempts {
+			return err
+		}
+		addr, aerr := FreeAddr()
+		if aerr != nil {
+			return aerr
+		}
+		w.HTTPAddr = addr
+		w.SetArgs(c.workerArgs(w.ID, addr))
+		if err := w.Restart(); err != nil {
+			return err
+		}
+	}
+}
+
+// RestartWorker launches an exited worker again (same id and flags: a new incarnation) and waits
+// for /healthz.
+func (c *Cluster) RestartWorker(ctx context.Context, w *Worker) error {
+	if err := w.Restart(); err != nil {
+		return err
+	}
+	return c.waitWorker(ctx, w)
+}
+
+// RestartCoordinator launches an exited coordinator again on its ports and data directory, and
+// waits for /healthz.
+func (c *Cluster) RestartCoordinator(ctx context.Context, co *Coordinator) error {
+	if err := co.Restart(); err != nil {
+		return err
+	}
+	return co.WaitHealthy(ctx)
+}
+
+// Leader asks every running, not stopped coordinator for its view and returns the one that
+// reports itself as leader (the highest Raft term if two do, as a deposed leader may for a
+// moment), with its view.
+func (c *Cluster) Leader(ctx context.Context) (*Coordinator, coordinator.RingView, error) {
+	var best *Coordinator
+	var bestView coordinator.RingView
+	var errs []error
+	for _, co := range c.Coordinators() {
+		if !co.Running() || co.Stopped() {
+			continue
+		}
+		v, err := co.View(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", co.ID, err))
+			continue
+		}
+		if v.LeaderID == co.ID && v.CoordinatorID == co.ID && (best == nil || v.RaftTerm > bestView.RaftTerm) {
+			best, bestView = co, v
+		}
+	}
+	if best == nil {
+		return nil, coordinator.RingView{}, fmt.Errorf("%w: %v", ErrNoLeader, errors.Join(errs...))
+	}
+	return best, bestView, nil
+}
+
+// WaitLeader polls until a coordinator reports itself as leader, or ctx ends.
+func (c *Cluster) WaitLeader(ctx context.Context) (*Coordinator, error) {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		co, _, err := c.Leader(ctx)
+		if err == nil {
+			return co, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// RingOf returns this cluster's ring in a view, if the view has it.
+func (c *Cluster) RingOf(v coordinator.RingView) (coordinator.RingStateView, bool) {
+	for _, r := range v.Rings {
+		if r.Region == c.opts.Ring.Region && r.Cluster == c.opts.Ring.Cluster && r.Service == c.opts.Ring.Service {
+			return r, true
+		}
+	}
+	return coordinator.RingStateView{}, false
+}
+
+// Settled reports whether the ring in v has exactly the members workers (worker id → incarnation,
+// "" for any incarnation), all active and none departed, whose ranges cover the whole ring
+// without overlap. It returns why not.
+func (c *Cluster) Settled(v coordinator.RingView, workers map[string]string) (bool, string) {
+	r, ok := c.RingOf(v)
+	if !ok {
+		return false, "ring not in the view"
+	}
+	var covered lease.Ranges
+	seen := map[string]bool{}
+	for _, m := range r.Members {
+		inc, want := workers[m.WorkerID]
+		switch {
+		case m.State != coordinator.MemberActive || !want || seen[m.WorkerID]:
+			return false, fmt.Sprintf("member %s incarnation %s is %s", m.WorkerID, m.Incarnation, m.State)
+		case inc != "" && inc != m.Incarnation:
+			return false, fmt.Sprintf("member %s is incarnation %s, not the running %s", m.WorkerID, m.Incarnation, inc)
+		}
+		seen[m.WorkerID] = true
+		rs, err := lease.DecodeRanges(m.Ranges)
+		if err != nil {
+			return false, err.Error()
+		}
+		if covered.Overlaps(rs) {
+			return false, fmt.Sprintf("member %s overlaps another", m.WorkerID)
+		}
+		covered = covered.Union(rs)
+	}
+	if len(seen) != len(workers) {
+		return false, fmt.Sprintf("%d of %d workers are members", len(seen), len(workers))
+	}
+	if !covered.Equal(lease.Ranges{lease.FullRing}) {
+		return false, "ranges do not cover the ring: " + covered.String()
+	}
+	return true, ""
+}
+
+// WaitSettled waits until the leader's view shows the ring settled with exactly the running
+// workers, each in the incarnation of its current launch, and returns that view.
+func (c *Cluster) WaitSettled(ctx context.Context) (coordinator.RingView, error) {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	why := ""
+	for {
+		want := map[string]string{}
+		known := true
+		for _, w := range c.Workers() {
+			if w.Running() {
+				inc := w.Incarnation()
+				known = known && inc != ""
+				want[w.ID] = inc
+			}
+		}
+		if !known {
+			why = "a worker has not logged its incarnation yet"
+		} else if _, v, err := c.Leader(ctx); err != nil {
+			why = err.Error()
+		} else if ok, reason := c.Settled(v, want); ok {
+			return v, nil
+		} else {
+			why = reason
+		}
+		select {
+		case <-ctx.Done():
+			return coordinator.RingView{}, fmt.Errorf("proc: ring not settled (%s): %w", why, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// ApplySchema runs `retryring schema apply` for the cluster's keyspace.
+func (c *Cluster) ApplySchema(ctx context.Context) error {
+	_, err := c.Group.Run(ctx, Spec{
+		Name: "schema", Path: c.opts.Binary,
+		Args: []string{"schema", "apply", "--cassandra", c.opts.Cassandra, "--keyspace", c.opts.Keyspace},
+	})
+	return err
+}
+
+// RecordOptions are the flags of one `retryring record` run.
+type RecordOptions struct {
+	// Count failures in all, over Instances instances (default 3).
+	Count     int
+	Instances int
+	// Rate per second in all; 0 as fast as possible.
+	Rate float64
+	// Backdate writes into the window after the one the clock showed this long ago (readable at
+	// once); 0 writes into W+1 in real time.
+	Backdate time.Duration
+	// Prefix of the transaction ids (ids are Prefix0 .. Prefix<Count-1>). Default: unique per run.
+	Prefix string
+	// Concurrency of the writes; 0 the binary's default.
+	Concurrency int
+	// BucketSize; 0 the binary's default.
+	BucketSize int
+}
+
+// Batch is what one record run wrote.
+type Batch struct {
+	Prefix string
+	Count  int
+	// Output is the tool's output ("imported N failures into window ...").
+	Output string
+	// Started and Finished bracket the run.
+	Started, Finished time.Time
+}
+
+// IDs are the transaction ids of the batch.
+func (b Batch) IDs() []string {
+	out := make([]string, b.Count)
+	for i := range out {
+		out[i] = b.Prefix + strconv.Itoa(i)
+	}
+	return out
+}
+
+// Record runs `retryring record` to its end and returns what it wrote.
+func (c *Cluster) Record(ctx context.Context, o RecordOptions) (Batch, error) {
+	c.mu.Lock()
+	c.records++
+	n := c.records
+	c.mu.Unlock()
+	if o.Prefix == "" {
+		o.Prefix = fmt.Sprintf("tx-%s-r%d-", c.opts.Ring.Service, n)
+	}
+	if o.Instances == 0 {
+		o.Instances = 3
+	}
+	args := append([]string{"record"}, c.cassandraArgs()...)
+	args = append(args, "--count", strconv.Itoa(o.Count), "--instances", strconv.Itoa(o.Instances),
+		"--tx-prefix", o.Prefix)
+	if o.Rate > 0 {
+		args = append(args, "--rate", strconv.FormatFloat(o.Rate, 'f', -1, 64))
+	}
+	if o.Backdate > 0 {
+		args = append(args, "--backdate", o.Backdate.String())
+	}
+	if o.Concurrency > 0 {
+		args = append(args, "--concurrency", strconv.Itoa(o.Concurrency))
+	}
+	if o.BucketSize > 0 {
+		args = append(args, "--bucket-size", strconv.Itoa(o.BucketSize))
+	}
+	b := Batch{Prefix: o.Prefix, Count: o.Count, Started: time.Now()}
+	out, err := c.Group.Run(ctx, Spec{Name: fmt.Sprintf("record-%d", n), Path: c.opts.Binary, Args: args})
+	b.Output, b.Finished = strings.TrimSpace(out), time.Now()
+	return b, err
+}

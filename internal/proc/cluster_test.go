@@ -1,0 +1,130 @@
+package proc
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/lease"
+)
+
+func member(id, inc string, epoch uint64, expires time.Time, rs ...lease.Range) coordinator.MemberView {
+	m := coordinator.MemberView{WorkerID: id, Incarnation: inc, Epoch: epoch, State: coordinator.MemberActive,
+		Ranges: lease.EncodeRanges(lease.Normalize(rs))}
+	if !expires.IsZero() {
+		m.LeaseExpiresMs = expires.UnixMilli()
+	}
+	return m
+}
+
+func view(ms ...coordinator.MemberView) coordinator.RingView {
+	return coordinator.RingView{Rings: []coordinator.RingStateView{
+		{Region: "other", Cluster: "c1", Service: "orders"},
+		{Region: DefaultRing.Region, Cluster: DefaultRing.Cluster, Service: DefaultRing.Service, Members: ms},
+	}}
+}
+
+func TestSettled(t *testing.T) {
+	c := &Cluster{opts: Options{}.withDefaults()}
+	halves := lease.Split(2)
+	ok, why := c.Settled(view(member("w1", "i", 1, time.Time{}, halves[0]), member("w2", "i", 1, time.Time{}, halves[1])), map[string]string{"w1": "", "w2": "i"})
+	if !ok {
+		t.Fatalf("settled ring refused: %s", why)
+	}
+	cases := map[string]coordinator.RingView{
+		"gap":     view(member("w1", "i", 1, time.Time{}, halves[0]), member("w2", "i", 1, time.Time{}, lease.Range{Start: halves[1].Start + 1, End: lease.MaxToken})),
+		"overlap": view(member("w1", "i", 1, time.Time{}, lease.FullRing), member("w2", "i", 1, time.Time{}, halves[1])),
+		"missing": view(member("w1", "i", 1, time.Time{}, lease.FullRing)),
+		"stranger": view(member("w1", "i", 1, time.Time{}, halves[0]), member("w2", "i", 1, time.Time{}, halves[1]),
+			member("w3", "i", 1, time.Time{})),
+	}
+	cases["old incarnation"] = view(member("w1", "i", 1, time.Time{}, halves[0]), member("w2", "old", 1, time.Time{}, halves[1]))
+	departed := view(member("w1", "i", 1, time.Time{}, halves[0]), member("w2", "i", 1, time.Time{}, halves[1]))
+	departed.Rings[1].Members[1].State = coordinator.MemberDeparted
+	cases["departed"] = departed
+	for name, v := range cases {
+		if ok, _ := c.Settled(v, map[string]string{"w1": "", "w2": "i"}); ok {
+			t.Errorf("%s: reported settled", name)
+		}
+	}
+}
+
+func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
+	c := &Cluster{opts: Options{}.withDefaults()}
+	s := &LeaseSampler{c: c, expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	halves := lease.Split(2)
+	step := func(ms int, v *coordinator.RingView) {
+		if v != nil {
+			s.learn(*v)
+		}
+		s.evaluate(at(ms))
+	}
+	// Both halves leased until 3 s.
+	v := view(member("w1", "a", 1, at(3000), halves[0]), member("w2", "a", 1, at(3000), halves[1]))
+	step(0, &v)
+	step(1000, nil) // no leader answered: the known expiries still hold
+	if r := s.report; r.LongestGap != 0 || !r.Uncovered.Empty() {
+		t.Fatalf("covered ring reported a gap: %+v", r)
+	}
+	// w2 dies: its half runs out at 3 s; w1 is renewed. At 7 s w1 takes the whole ring.
+	v1 := view(member("w1", "a", 1, at(6000), halves[0]), member("w2", "a", 1, at(3000), halves[1]))
+	step(3000, &v1)
+	step(4000, nil)
+	if r := s.report; !r.Uncovered.Equal(lease.Ranges{halves[1]}) {
+		t.Fatalf("uncovered %v, want w2's half", r.Uncovered)
+	}
+	v2 := view(member("w1", "a", 2, at(10000), lease.FullRing))
+	step(7000, &v2)
+	r := s.report
+	if r.LongestGap != 4*time.Second || !r.LongestGapFrom.Equal(at(3000)) || !r.Uncovered.Empty() {
+		t.Fatalf("report %+v, want a 4 s gap from 3 s", r)
+	}
+	// A new leader that has sent nothing yet (expiry 0) does not end w1's lease early.
+	v3 := view(member("w1", "a", 2, time.Time{}, lease.FullRing))
+	step(9000, &v3)
+	if !s.report.Uncovered.Empty() {
+		t.Fatalf("uncovered %v at 9 s", s.report.Uncovered)
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	m := ParseMetrics([]byte(`# HELP retryring_worker_executions_total Executions.
+# TYPE retryring_worker_executions_total counter
+retryring_worker_executions_total{outcome="done"} 12
+retryring_worker_executions_total{outcome="transient"} 3
+retryring_worker_executions_in_flight 2
+weird{label="a b"} 1.5e+02 1700000000
+bad line
+`))
+	if m.Sum("retryring_worker_executions_total") != 15 || m["retryring_worker_executions_in_flight"] != 2 ||
+		m[`weird{label="a b"}`] != 150 || len(m) != 4 {
+		t.Fatalf("parsed %v", m)
+	}
+}
+
+func TestWorkerIncarnationIsTheCurrentLaunchs(t *testing.T) {
+	dir := t.TempDir()
+	p := &Process{spec: Spec{Name: "w1"}, logPath: dir + "/w1.log", launches: 2}
+	w := &Worker{Process: p, ID: "w1"}
+	log := `=== proc: launch 1 of w1 at ...
+{"level":"info","incarnation":"aaaa","message":"worker started"}
+=== proc: w1 (pid 1) exited at ...: signal: killed
+=== proc: launch 2 of w1 at ...
+`
+	if err := os.WriteFile(p.logPath, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if inc := w.Incarnation(); inc != "" {
+		t.Fatalf("incarnation %q before the second launch logged one", inc)
+	}
+	log += `{"level":"info","incarnation":"bbbb","message":"worker started"}` + "\n"
+	if err := os.WriteFile(p.logPath, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if inc := w.Incarnation(); inc != "bbbb" {
+		t.Fatalf("incarnation %q, want bbbb", inc)
+	}
+}
