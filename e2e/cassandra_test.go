@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/internal/cassandratest"
+)
+
+// cassandraNode is the Cassandra that scripts/cassandra.sh manages, with the settings it runs
+// with now, so that a restart brings back the same node: the script writes its yaml from the
+// environment on every start, and `make test` exports settings a bare `go test` does not.
+type cassandraNode struct {
+	script string
+	env    []string
+}
+
+// managedCassandra returns the script's node, or skips the test when the tests' Cassandra is not
+// the one the script runs (RETRYRING_CASSANDRA elsewhere): a node we do not manage is not ours to
+// restart.
+func managedCassandra(t *testing.T) cassandraNode {
+	t.Helper()
+	port := os.Getenv("CASSANDRA_PORT")
+	if port == "" {
+		port = "9042"
+	}
+	if addr := cassandratest.Addr(); addr != "127.0.0.1:"+port && addr != "localhost:"+port {
+		t.Skipf("Cassandra at %s is not the one scripts/cassandra.sh manages (127.0.0.1:%s)", addr, port)
+	}
+	home := os.Getenv("CASSANDRA_HOME_DIR")
+	if home == "" {
+		home = filepath.Join(root, ".cassandra")
+	}
+	n := cassandraNode{script: filepath.Join(root, "scripts", "cassandra.sh")}
+	yaml, err := os.Open(filepath.Join(home, "conf", "cassandra.yaml"))
+	if err != nil {
+		t.Fatalf("settings of the running Cassandra: %v", err)
+	}
+	defer yaml.Close()
+	settings := map[string]string{
+		"commitlog_sync": "CASSANDRA_COMMITLOG_SYNC", "commitlog_sync_period": "CASSANDRA_COMMITLOG_SYNC_PERIOD",
+		"commitlog_sync_group_window": "CASSANDRA_COMMITLOG_GROUP_WINDOW",
+		"tombstone_warn_threshold":    "CASSANDRA_TOMBSTONE_WARN", "tombstone_failure_threshold": "CASSANDRA_TOMBSTONE_FAIL",
+	}
+	sc := bufio.NewScanner(yaml)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if env, known := settings[strings.TrimSpace(k)]; ok && known {
+			n.env = append(n.env, env+"="+strings.TrimSpace(v))
+		}
+	}
+	if pid, err := os.ReadFile(filepath.Join(home, "cassandra.pid")); err == nil {
+		if cmdline, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/cmdline"); err == nil {
+			for _, arg := range strings.Split(string(cmdline), "\x00") {
+				if heap, ok := strings.CutPrefix(arg, "-Xmx"); ok {
+					n.env = append(n.env, "CASSANDRA_HEAP="+heap)
+				}
+			}
+		}
+	}
+	return n
+}
+
+// run runs the script with args.
+func (n cassandraNode) run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, n.script, args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), n.env...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// running reports whether the node answers CQL.
+func (n cassandraNode) running(ctx context.Context) bool {
+	_, err := n.run(ctx, "status")
+	return err == nil
+}
+
+// restore starts the node if it is not answering: whatever happened in the test, Cassandra is
+// left running for the tests after it.
+func (n cassandraNode) restore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if n.running(ctx) {
+		return
+	}
+	out, err := n.run(ctx, "start")
+	if err != nil {
+		t.Errorf("Cassandra left stopped, and restarting it failed: %v\n%s", err, out)
+		return
+	}
+	t.Logf("restored Cassandra: %s", lastLine(out))
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// outage stops Cassandra with how ("drain": nodetool drain then stop; "kill": SIGKILL) and starts
+// it again, and records the outage as a fault. Every Cassandra client of the test process must
+// reconnect afterwards (scenario.reconnect).
+func (s *scenario) outage(n cassandraNode, how string) {
+	s.t.Helper()
+	ctx := s.ctx(10 * time.Minute)
+	at := s.mark("Cassandra %s", how)
+	out, err := n.run(ctx, how)
+	if err != nil {
+		s.t.Fatalf("scripts/cassandra.sh %s: %v\n%s", how, err, out)
+	}
+	s.mark("Cassandra stopped: %s", lastLine(out))
+	out, err = n.run(ctx, "start")
+	if err != nil {
+		s.t.Fatalf("scripts/cassandra.sh start: %v\n%s", err, out)
+	}
+	up := s.mark("Cassandra up: %s", lastLine(out))
+	s.addFault(fault{kind: storeOutage, at: at, until: up})
+	s.reconnect()
+}
+
+// TestCassandraRestart drains and stops Cassandra in the middle of a drain and starts it again.
+// Executions answered while it was down cannot be marked COMMITTED and may run again; nothing may
+// be lost. It runs alone: every other scenario needs Cassandra (and so do other packages' tests,
+// which is why `make test` runs this package after the others).
+func TestCassandraRestart(t *testing.T) {
+	node := managedCassandra(t)
+	s := newScenario(t, shortOptions())
+	t.Cleanup(func() { node.restore(t) }) // runs before the cluster and keyspace cleanups
+	s.waitSettled()
+	s.recordBackdated(3000)
+	s.waitExecutions(300)
+	s.outage(node, "drain")
+	s.waitDrained(drainWait)
+	s.check()
+}
