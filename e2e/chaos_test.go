@@ -93,12 +93,6 @@ func TestChaos(t *testing.T) {
 	go func() {
 		defer close(recDone)
 		for i := 0; ; i++ {
-			recMu.Lock()
-			enough := recorded >= minFailures && time.Since(start) >= minDuration-time.Minute
-			recMu.Unlock()
-			if enough {
-				return
-			}
 			select {
 			case <-stopRecording:
 				return
@@ -122,11 +116,21 @@ func TestChaos(t *testing.T) {
 			recMu.Unlock()
 		}
 	}()
+	enough := func() bool {
+		recMu.Lock()
+		defer recMu.Unlock()
+		return recorded >= minFailures && time.Since(start) >= minDuration
+	}
 
 	added := false
 	var lastFault time.Time
 	var done []string // the operations that did something, in order
 	var failovers []time.Duration
+	type opAt struct {
+		name string
+		at   time.Time
+	}
+	var opTimes []opAt
 	ops := []struct {
 		name string
 		do   func() error
@@ -164,13 +168,16 @@ func TestChaos(t *testing.T) {
 			return nil
 		}},
 	}
-	for i := 0; time.Since(start) < minDuration; i++ {
+	// Faults go on while failures are being recorded, until both minimums are reached; then the
+	// recording stops (its last run ends) and the drain is timed from the last fault.
+	for i := 0; !enough(); i++ {
 		time.Sleep(chaosFaultEvery)
 		op := ops[i%len(ops)]
-		s.mark("chaos: %s", op.name)
+		opTimes = append(opTimes, opAt{op.name, s.mark("chaos: %s", op.name)})
 		err := op.do()
 		switch {
 		case errors.Is(err, errSkipped):
+			opTimes = opTimes[:len(opTimes)-1]
 			continue
 		case err != nil:
 			close(stopRecording)
@@ -180,7 +187,8 @@ func TestChaos(t *testing.T) {
 		lastFault = time.Now()
 		done = append(done, op.name)
 	}
-	s.mark("chaos: last fault over; waiting for the recording to reach %d", minFailures)
+	s.mark("chaos: last fault over; stopping the recording")
+	close(stopRecording)
 	<-recDone
 	recordingEnd := s.mark("chaos: recording done")
 	s.reconnect()
@@ -188,11 +196,29 @@ func TestChaos(t *testing.T) {
 	rep := sampler.Stop()
 	v := s.check()
 
+	// Attribute each lease gap to the last operation that began before it.
+	longestAfter := map[string]time.Duration{}
 	var gapNear string
-	for _, f := range s.faults {
-		if !f.at.After(rep.LongestGapFrom) {
-			gapNear = f.String()
+	for _, g := range rep.Gaps {
+		name := "no fault"
+		for _, o := range opTimes {
+			if !o.at.After(g.From) {
+				name = o.name
+			}
 		}
+		longestAfter[name] = max(longestAfter[name], g.Length())
+		if g.From.Equal(rep.LongestGapFrom) {
+			gapNear = name
+		}
+	}
+	var perOp []string
+	for _, op := range ops {
+		if d, ok := longestAfter[op.name]; ok {
+			perOp = append(perOp, fmt.Sprintf("%s %v", op.name, d.Round(time.Millisecond)))
+		}
+	}
+	if d, ok := longestAfter["no fault"]; ok {
+		perOp = append(perOp, fmt.Sprintf("no fault %v", d.Round(time.Millisecond)))
 	}
 	lines := []string{
 		fmt.Sprintf("recorded:                %d failures in %v (%d record runs failed, their ids not counted: %v)",
@@ -204,6 +230,7 @@ func TestChaos(t *testing.T) {
 		fmt.Sprintf("interleavings:           %d", len(s.ds.Interleavings())),
 		fmt.Sprintf("longest ring part without a usable lease: %v, from %s (after %s); %d samples, %d without a leader",
 			rep.LongestGap.Round(time.Millisecond), rep.LongestGapFrom.Format("15:04:05.000"), gapNear, rep.Samples, rep.Failed),
+		fmt.Sprintf("longest such gap after each kind of fault: %s", strings.Join(perOp, "; ")),
 		fmt.Sprintf("leader failovers (observed): %v", failovers),
 		fmt.Sprintf("permanent failures executed more than once: %d", repeatedPermanent(s.ds.Executions())),
 		fmt.Sprintf("faults:                  %d (%s), the last over at %s", len(done), strings.Join(done, ", "), lastFault.Format("15:04:05")),

@@ -13,6 +13,9 @@
 //   - the coordinator leader killed;
 //   - two of three coordinators down: workers stop when their lease ends, resume with quorum;
 //   - workers added in the middle of a drain;
+//   - imports landing again and again in a window that workers drain and Node-0 compacts;
+//   - a backlog in a window whose time has passed while W+1 is being written (Node-0 must not move
+//     the scan checkpoint past the busy window);
 //   - the real W+1 path in real time (one-minute windows, failures recorded now, a downstream
 //     that answers 503 at first);
 //   - Cassandra restarted gracefully in the middle of a drain (its own top-level test, run after

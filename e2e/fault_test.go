@@ -41,6 +41,10 @@ func (k faultKind) String() string {
 // lack its COMMITTED marker: the marker write right after the answer, on a loaded machine.
 const inFlightSlack = 3 * time.Second
 
+// sentSlack is how long after a worker froze or died the stub may still start an execution it
+// sent before: the request sat in a socket buffer, or the stub's handler was not scheduled yet.
+const sentSlack = time.Second
+
 // fault is something a scenario did that may leave executions in flight.
 type fault struct {
 	kind      faultKind
@@ -59,7 +63,7 @@ func (f fault) String() string {
 func (f fault) covers(e downstream.Execution) bool {
 	switch f.kind {
 	case workerCrash:
-		return e.WorkerID == f.worker && e.Start.Before(f.at) && e.End.After(f.at.Add(-inFlightSlack))
+		return e.WorkerID == f.worker && e.Start.Before(f.at.Add(sentSlack)) && e.End.After(f.at.Add(-inFlightSlack))
 	default:
 		return e.Start.Before(f.until) && e.End.After(f.at.Add(-inFlightSlack))
 	}

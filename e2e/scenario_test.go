@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -298,17 +297,4 @@ func (s *scenario) mark(format string, args ...any) time.Time {
 	now := time.Now()
 	s.t.Logf("%s %s", now.Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	return now
-}
-
-// sortedKeys of a set, for messages.
-func sortedKeys(m map[string]bool, limit int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out
 }

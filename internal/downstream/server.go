@@ -76,7 +76,7 @@ func (c Config) Validate() error {
 	}
 	host, _, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		return fmt.Errorf("%w: addr %q: %v", ErrInvalidConfig, c.Addr, err)
+		return fmt.Errorf("%w: addr %q: %w", ErrInvalidConfig, c.Addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("%w: addr %q is not a loopback address", ErrInvalidConfig, c.Addr)

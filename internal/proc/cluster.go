@@ -368,7 +368,7 @@ func (c *Cluster) Leader(ctx context.Context) (*Coordinator, coordinator.RingVie
 		}
 	}
 	if best == nil {
-		return nil, coordinator.RingView{}, fmt.Errorf("%w: %v", ErrNoLeader, errors.Join(errs...))
+		return nil, coordinator.RingView{}, fmt.Errorf("%w: %w", ErrNoLeader, errors.Join(errs...))
 	}
 	return best, bestView, nil
 }
@@ -384,7 +384,7 @@ func (c *Cluster) WaitLeader(ctx context.Context) (*Coordinator, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+			return nil, fmt.Errorf("%w (last: %w)", ctx.Err(), err)
 		case <-t.C:
 		}
 	}

@@ -58,7 +58,7 @@ func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
 	halves := lease.Split(2)
 	step := func(ms int, v *coordinator.RingView) {
 		if v != nil {
-			s.learn(*v)
+			s.learn(*v, at(ms))
 		}
 		s.evaluate(at(ms))
 	}
@@ -82,11 +82,21 @@ func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
 	if r.LongestGap != 4*time.Second || !r.LongestGapFrom.Equal(at(3000)) || !r.Uncovered.Empty() {
 		t.Fatalf("report %+v, want a 4 s gap from 3 s", r)
 	}
+	if len(r.Gaps) != 1 || r.Gaps[0].Length() != 4*time.Second {
+		t.Fatalf("gaps %+v, want one of 4 s", r.Gaps)
+	}
 	// A new leader that has sent nothing yet (expiry 0) does not end w1's lease early.
 	v3 := view(member("w1", "a", 2, time.Time{}, lease.FullRing))
 	step(9000, &v3)
 	if !s.report.Uncovered.Empty() {
 		t.Fatalf("uncovered %v at 9 s", s.report.Uncovered)
+	}
+	// w1 departs (killed): its lease, valid until 10 s by the leader's estimate, serves nothing.
+	v4 := view(member("w1", "a", 2, at(10000), lease.FullRing))
+	v4.Rings[1].Members[0].State = coordinator.MemberDeparted
+	step(9500, &v4)
+	if !s.report.Uncovered.Equal(lease.Ranges{lease.FullRing}) {
+		t.Fatalf("uncovered %v after w1 departed, want the whole ring", s.report.Uncovered)
 	}
 }
 

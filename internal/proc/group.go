@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// KeepLogsEnv, when set to anything but "" or "0", keeps the log directory of a passing test too.
+// KeepLogsEnv names the environment variable that, set to anything but "" or "0", keeps the log
+// directory of a passing test too (and the keyspace of a failed end-to-end scenario).
 const KeepLogsEnv = "E2E_KEEP_LOGS"
 
 // tailLines is how much of each log a failed test prints.

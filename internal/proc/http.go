@@ -69,8 +69,8 @@ func WaitOK(ctx context.Context, p *Process, url string) error {
 			if p.LogContains("address already in use") {
 				return fmt.Errorf("%w: %s: %s", ErrPortInUse, p.Name(), p.Tail(3))
 			}
-			return fmt.Errorf("%w: %s exited (%v) before %s answered 200; log %s:\n%s",
-				ErrNotRunning, p.Name(), p.ExitErr(), url, p.LogPath(), p.Tail(10))
+			return fmt.Errorf("%w: %s exited (%s) before %s answered 200; log %s:\n%s",
+				ErrNotRunning, p.Name(), exitText(p.ExitErr()), url, p.LogPath(), p.Tail(10))
 		case <-ctx.Done():
 			return fmt.Errorf("proc: %s: %s did not answer 200 (last: %s): %w", p.Name(), url, last, ctx.Err())
 		case <-t.C:

@@ -131,8 +131,7 @@ func ParseMetrics(b []byte) Metrics {
 			continue
 		}
 		// The series may hold spaces inside label values: the value follows the last '}' if any.
-		rest := line
-		series := ""
+		var series, rest string
 		if i := strings.LastIndexByte(line, '}'); i >= 0 {
 			series, rest = line[:i+1], strings.TrimSpace(line[i+1:])
 		} else {

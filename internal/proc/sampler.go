@@ -14,8 +14,10 @@ type LeaseReport struct {
 	// Samples counts the views read; Failed the samples in which no leader answered (coverage
 	// was then judged from the expiries already known: with no leader nothing is renewed).
 	Samples, Failed int
-	// LongestGap is the longest time some part of the ring had no usable lease, by the leader's
-	// estimate of each lease's end (lease_expires_ms: send time + TTL). It is measured at the
+	// LongestGap is the longest time some part of the ring had no usable lease: no active member
+	// (in the leader's view) held it under a lease whose end, by the leader's estimate
+	// (lease_expires_ms: send time + TTL), had not passed. A dead or frozen worker's range counts
+	// as uncovered from the moment the leader shows it departed. It is measured at the
 	// sampling period: a gap is seen from the first sample that finds the part uncovered until the
 	// first that finds it covered, so it may be up to one period longer than it was, and a gap
 	// shorter than a period may be missed.
@@ -24,7 +26,21 @@ type LeaseReport struct {
 	LongestGapFrom time.Time
 	// Uncovered is what had no usable lease at the last sample.
 	Uncovered lease.Ranges
+	// Gaps are the stretches during which some part of the ring had no usable lease, in the order
+	// they ended (the first maxGaps of them), each as seen by the samples (see LongestGap).
+	Gaps []Gap
 }
+
+// Gap is a stretch during which some part of the ring had no usable lease.
+type Gap struct {
+	From, To time.Time
+}
+
+// Length is how long the gap lasted.
+func (g Gap) Length() time.Duration { return g.To.Sub(g.From) }
+
+// maxGaps bounds LeaseReport.Gaps.
+const maxGaps = 10000
 
 // LeaseSampler samples the leader's ring view on a period; see LeaseReport.
 type LeaseSampler struct {
@@ -91,21 +107,33 @@ func (s *LeaseSampler) sample(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.report.Samples++
+	now := time.Now()
 	if err != nil {
 		s.report.Failed++
 	} else {
-		s.learn(v)
+		s.learn(v, now)
 	}
-	s.evaluate(time.Now())
+	s.evaluate(now)
 }
 
-// learn records the expiry of every lease in v.
-func (s *LeaseSampler) learn(v coordinator.RingView) {
+// learn records the expiry of every lease in v. A member that is not active (departed: dead,
+// frozen past the silence timeout, cut off, or gone) serves nothing, whatever its lease says:
+// its lease stops counting at this sample.
+func (s *LeaseSampler) learn(v coordinator.RingView, now time.Time) {
 	r, ok := s.c.RingOf(v)
 	if !ok {
 		return
 	}
 	for _, m := range r.Members {
+		k := leaseKey{m.WorkerID, m.Incarnation, m.Epoch}
+		if m.State != coordinator.MemberActive {
+			for old := range s.expiry {
+				if old.worker == m.WorkerID && old.incarnation == m.Incarnation && s.expiry[old].After(now) {
+					s.expiry[old] = now
+				}
+			}
+			continue
+		}
 		if m.LeaseExpiresMs <= 0 {
 			continue
 		}
@@ -113,7 +141,6 @@ func (s *LeaseSampler) learn(v coordinator.RingView) {
 		if err != nil {
 			continue
 		}
-		k := leaseKey{m.WorkerID, m.Incarnation, m.Epoch}
 		if exp := time.UnixMilli(m.LeaseExpiresMs); exp.After(s.expiry[k]) {
 			s.expiry[k] = exp
 		}
@@ -141,6 +168,8 @@ func (s *LeaseSampler) evaluate(now time.Time) {
 		if !still.Empty() {
 			kept = append(kept, gap{ranges: still, since: g.since})
 			tracked = tracked.Union(still)
+		} else if len(s.report.Gaps) < maxGaps {
+			s.report.Gaps = append(s.report.Gaps, Gap{From: g.since, To: now})
 		}
 	}
 	s.gaps = kept
@@ -153,7 +182,9 @@ func (s *LeaseSampler) evaluate(now time.Time) {
 func (s *LeaseSampler) Report() LeaseReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.report
+	r := s.report
+	r.Gaps = append([]Gap(nil), s.report.Gaps...)
+	return r
 }
 
 // Stop ends the sampling and returns the report.
