@@ -159,6 +159,17 @@ func (c *Client) runSession(ctx context.Context, addr string) (got bool, err err
 	select {
 	case <-st.done:
 		err = st.result()
+		if c.isLeaving() {
+			// The coordinator completes the stream as soon as it committed the leave, and the
+			// COMPLETE may overtake the answer to ring.leave: keep the connection until Leave has
+			// its answer (it closes stop), or the connection ends by itself.
+			select {
+			case <-c.stop:
+				err = nil
+			case <-sess.closed:
+			case <-ctx.Done():
+			}
+		}
 	case <-sess.closed:
 		err = sess.err()
 		if st.finished() {
