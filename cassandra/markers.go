@@ -37,6 +37,17 @@ func (s *Store) MarkCommitted(ctx context.Context, transactionID, span, owner st
 	return s.mark(ctx, transactionID, span, MarkerCommitted, owner, at, retention)
 }
 
+// MarkDeadLettered writes DEAD_LETTERED after the step's dead letter was stored, kept for
+// retention (DefaultMarkerRetention when zero): while it lives, the step is not executed again.
+// Replaying a dead letter is an operator's act: record the transaction again with a new span, or
+// delete this marker first.
+func (s *Store) MarkDeadLettered(ctx context.Context, transactionID, span, owner string, at time.Time, retention time.Duration) error {
+	if retention == 0 {
+		retention = DefaultMarkerRetention
+	}
+	return s.mark(ctx, transactionID, span, MarkerDeadLettered, owner, at, retention)
+}
+
 func (s *Store) mark(ctx context.Context, transactionID, span, state, owner string, at time.Time, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("%w: marker TTL %v", ErrConfig, ttl)

@@ -306,6 +306,12 @@ func TestMarkers(t *testing.T) {
 	if n := ttl(); n < 7*24*3600-60 || n > 7*24*3600 {
 		t.Fatalf("COMMITTED TTL = %d s, want 7 days", n)
 	}
+	if err := st.MarkDeadLettered(ctx, "tx-2", "Pay", "worker-b", at, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if m, found, err := st.Marker(ctx, "tx-2", "Pay"); err != nil || !found || m.State != cassandra.MarkerDeadLettered || m.Owner != "worker-b" {
+		t.Fatalf("dead-lettered marker = %+v, %v, %v", m, found, err)
+	}
 	if err := st.MarkInProgress(ctx, "tx-1", "Pay", "w", at, 0); !errors.Is(err, cassandra.ErrConfig) {
 		t.Fatalf("zero TTL: %v", err)
 	}

@@ -34,9 +34,13 @@ const (
 	MarkerInProgress = "IN_PROGRESS"
 	// MarkerCommitted is written after success: never execute this step again.
 	MarkerCommitted = "COMMITTED"
+	// MarkerDeadLettered is written after the step's dead letter: it was given up on, so a copy
+	// of its row still in the directory (a kept bucket, a re-recording whose source row stayed)
+	// is finished without being executed again. Written only once the dead letter is stored.
+	MarkerDeadLettered = "DEAD_LETTERED"
 )
 
-// DefaultMarkerRetention is how long a COMMITTED marker is kept: longer than any transaction
+// DefaultMarkerRetention is how long a COMMITTED or DEAD_LETTERED marker is kept: longer than any transaction
 // stays in the directory.
 const DefaultMarkerRetention = 7 * 24 * time.Hour
 

@@ -36,6 +36,7 @@ func NewMetrics(sc *Scanner) *Metrics {
 			simple("rerecorded_total", "Transient failures recorded again into a later window.", func(s Stats) uint64 { return s.Rerecorded }),
 			simple("dead_lettered_total", "Failures given up on (permanent, or out of attempts).", func(s Stats) uint64 { return s.DeadLettered }),
 			simple("skipped_committed_total", "Rows not executed because their step was already COMMITTED.", func(s Stats) uint64 { return s.SkippedCommitted }),
+			simple("skipped_dead_lettered_total", "Rows finished without execution because their step was already DEAD_LETTERED.", func(s Stats) uint64 { return s.SkippedDeadLettered }),
 			simple("skipped_in_progress_total", "Rows left for later because another worker's IN_PROGRESS marker was alive.", func(s Stats) uint64 { return s.SkippedInProgress }),
 			simple("skipped_busy_total", "Rows left for later because the same step was running from another bucket.", func(s Stats) uint64 { return s.SkippedBusy }),
 			simple("buckets_deleted_total", "Bucket partitions deleted after every row finished.", func(s Stats) uint64 { return s.BucketsDeleted }),

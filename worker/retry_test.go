@@ -79,6 +79,12 @@ func TestTransientsComeBackAndPermanentsAreDeadLettered(t *testing.T) {
 		}
 	}
 
+	for _, id := range []string{"permanent", "never"} {
+		if m, ok := e.marker(id); !ok || m.State != cassandra.MarkerDeadLettered {
+			t.Errorf("%s: marker %+v, %v; want DEAD_LETTERED", id, m, ok)
+		}
+	}
+
 	var dead []cassandra.DeadLetter
 	for d := window.DateOf(noon); !d.After(window.DateOf(e.clock.Now())); d = d.AddDays(1) {
 		ds, err := e.store.ListDeadLetters(context.Background(), d)
@@ -101,6 +107,51 @@ func TestTransientsComeBackAndPermanentsAreDeadLettered(t *testing.T) {
 	s := sc.Stats()
 	if s.DeadLettered != 2 || s.Rerecorded != 6 || s.Transient != 7 || s.Permanent != 1 || s.BucketsKept != 0 {
 		t.Errorf("stats %+v", s)
+	}
+	e.assertDrained(DefaultMaxClockOffset)
+}
+
+// TestDeadLetteredCopyIsNotExecutedAgain: a step given up on is not executed again from a copy of
+// its row still in the directory (what a re-recording leaves when its source bucket is kept, or a
+// failure recorded twice): the copy finishes on the DEAD_LETTERED marker, without a call, and its
+// bucket goes. Without the marker the downstream would see the refused call once per copy.
+func TestDeadLetteredCopyIsNotExecutedAgain(t *testing.T) {
+	e := newEnv(t, 1, noon)
+	day := window.DateOf(noon)
+	first, copyOf := e.win(day, 725), e.win(day, 728)
+	e.record("pod-a", first, 10, "refused", "ok-1")
+	e.record("pod-a", copyOf, 10, "refused", "ok-2")
+	ex := &recordingExecutor{answer: func(task Task, _ int) Outcome {
+		if task.TransactionID == "refused" {
+			return Outcome{Kind: Permanent, Status: 422, Err: errors.New("422 Unprocessable Entity")}
+		}
+		return Outcome{Kind: Done, Status: 200}
+	}}
+	sc := e.scanner(e.config("w0"), e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
+
+	// The first window alone is readable: the refusal is dead-lettered there.
+	e.clock.Set(first.End().Add(DefaultMaxClockOffset + time.Second))
+	drain(t, sc, 4)
+	if m, ok := e.marker("refused"); !ok || m.State != cassandra.MarkerDeadLettered || m.Owner != "w0" {
+		t.Fatalf("marker after the dead letter: %+v, %v; want DEAD_LETTERED by w0", m, ok)
+	}
+	// Then the copy's window opens.
+	e.clock.Set(copyOf.End().Add(DefaultMaxClockOffset + time.Second))
+	drain(t, sc, 4)
+
+	if runs := ex.runs(); runs["refused"] != 1 || runs["ok-1"] != 1 || runs["ok-2"] != 1 {
+		t.Errorf("executions %v; want refused, ok-1 and ok-2 once each", runs)
+	}
+	s := sc.Stats()
+	if s.DeadLettered != 1 || s.SkippedDeadLettered != 1 || s.BucketsKept != 0 {
+		t.Errorf("stats %+v; want 1 dead-lettered, 1 copy skipped on its marker, no bucket kept", s)
+	}
+	dead, err := e.store.ListDeadLetters(context.Background(), window.DateOf(e.clock.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].Transaction.ID != "refused" || dead[0].Bucket.Window != first {
+		t.Errorf("dead letters %+v; want the one of refused from %s", dead, first)
 	}
 	e.assertDrained(DefaultMaxClockOffset)
 }

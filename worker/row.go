@@ -46,6 +46,11 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 	case found && m.State == cassandra.MarkerCommitted:
 		s.count(&s.stats.SkippedCommitted)
 		return true, nil
+	case found && m.State == cassandra.MarkerDeadLettered:
+		// Given up on already, its dead letter stored: executing a copy again would only repeat
+		// a call the downstream refused for good or a step that ran out of attempts.
+		s.count(&s.stats.SkippedDeadLettered)
+		return true, nil
 	case found && m.State == cassandra.MarkerInProgress && m.Owner != s.cfg.WorkerID:
 		// Another worker started this step less than its execution timeout plus MarkerMargin ago
 		// (the marker's TTL). Token leases keep one instance's rows to one worker, so this is
@@ -195,7 +200,11 @@ func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, settle se
 	return true, nil
 }
 
-// deadLetter gives t up, keeping its metadata, the last outcome, and the attempts made.
+// deadLetter gives t up, keeping its metadata, the last outcome, and the attempts made, then
+// marks the step DEAD_LETTERED so that no copy of its row is executed again. The order matters:
+// a marker written before its dead letter, followed by a failed dead-letter write, would finish
+// the row on the next pass with no record of it anywhere. The other way round, a failed marker
+// write only leaves the row to be executed (and dead-lettered, idempotently) once more.
 func (s *Scanner) deadLetter(ctx context.Context, b cassandra.BucketKey, settle settleFunc, t cassandra.Transaction, out Outcome) (bool, error) {
 	dl := cassandra.DeadLetter{
 		Bucket:      b,
@@ -209,6 +218,12 @@ func (s *Scanner) deadLetter(ctx context.Context, b cassandra.BucketKey, settle 
 		dl.LastError = out.Err.Error()
 	}
 	err := settle(ctx, func(ctx context.Context) error { return s.store.InsertDeadLetter(ctx, dl) })
+	if err != nil {
+		return false, err
+	}
+	err = settle(ctx, func(ctx context.Context) error {
+		return s.store.MarkDeadLettered(ctx, t.ID, t.ImplType, s.cfg.WorkerID, s.now(), s.cfg.MarkerRetention)
+	})
 	if err != nil {
 		return false, err
 	}

@@ -21,6 +21,9 @@ type Stats struct {
 	DeadLettered uint64
 	// SkippedCommitted counts rows not executed because their step's marker was COMMITTED.
 	SkippedCommitted uint64
+	// SkippedDeadLettered counts rows finished without an execution because their step's marker
+	// was DEAD_LETTERED (a copy of a step already given up on).
+	SkippedDeadLettered uint64
 	// SkippedInProgress counts rows left for a later pass because another worker's IN_PROGRESS
 	// marker on the step was still alive.
 	SkippedInProgress uint64

@@ -44,6 +44,7 @@ type Markers interface {
 	Marker(ctx context.Context, transactionID, span string) (cassandra.Marker, bool, error)
 	MarkInProgress(ctx context.Context, transactionID, span, owner string, at time.Time, ttl time.Duration) error
 	MarkCommitted(ctx context.Context, transactionID, span, owner string, at time.Time, retention time.Duration) error
+	MarkDeadLettered(ctx context.Context, transactionID, span, owner string, at time.Time, retention time.Duration) error
 }
 
 // DeadLetters keeps the failures given up on.
