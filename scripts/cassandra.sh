@@ -111,7 +111,8 @@ pid_of() {
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   # Ours only: a CassandraDaemon whose command line names this home dir.
   local cmdline
-  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  # (stderr first: bash applies redirections left to right, and a stale pid has no /proc entry)
+  cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || return 1
   [[ "$cmdline" == *CassandraDaemon* && "$cmdline" == *"-Dcassandra.storagedir=$DATA_DIR "* ]] || return 1
   echo "$pid"
 }
