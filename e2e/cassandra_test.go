@@ -21,9 +21,10 @@ type cassandraNode struct {
 	env    []string
 }
 
-// managedCassandra returns the script's node, or skips the test when the tests' Cassandra is not
-// the one the script runs (RETRYRING_CASSANDRA elsewhere): a node we do not manage is not ours to
-// restart.
+// managedCassandra returns the script's node. A test that restarts Cassandra needs the node the
+// script manages: it fails (never skips, which would hide a missing test) when the tests'
+// Cassandra is another one: RETRYRING_CASSANDRA pointing elsewhere, or the port answered by a
+// node the script did not start (another checkout's, say), which is not ours to restart.
 func managedCassandra(t *testing.T) cassandraNode {
 	t.Helper()
 	port := os.Getenv("CASSANDRA_PORT")
@@ -31,7 +32,8 @@ func managedCassandra(t *testing.T) cassandraNode {
 		port = "9042"
 	}
 	if addr := cassandratest.Addr(); addr != "127.0.0.1:"+port && addr != "localhost:"+port {
-		t.Skipf("Cassandra at %s is not the one scripts/cassandra.sh manages (127.0.0.1:%s)", addr, port)
+		t.Fatalf("%s restarts the Cassandra that scripts/cassandra.sh manages (127.0.0.1:%s), but the tests use %s; "+
+			"run it against the managed node (make test does), or leave it out with -skip %s", t.Name(), port, addr, t.Name())
 	}
 	home := os.Getenv("CASSANDRA_HOME_DIR")
 	if home == "" {
@@ -63,6 +65,12 @@ func managedCassandra(t *testing.T) cassandraNode {
 				}
 			}
 		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if out, err := n.run(ctx, "status"); err != nil {
+		t.Fatalf("%s restarts the Cassandra that scripts/cassandra.sh manages in %s, and that node is not the one "+
+			"answering (another checkout's on the same port?): %v\n%s", t.Name(), home, err, out)
 	}
 	return n
 }
