@@ -120,7 +120,7 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: read raft state: %w", err))
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, parts.transport)
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, unpipelined{parts.transport})
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: start raft: %w", err))
 	}
@@ -145,4 +145,39 @@ func (n *Node) bootstrapConfiguration() raft.Configuration {
 		c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
 	}
 	return c
+}
+
+// unpipelined is the network transport without pipelined replication: the leader sends each
+// follower one AppendEntries at a time. With the default MaxRPCsInFlight the pipeline's channels
+// are unbuffered, and a follower answering Success=false (as one that restarted behind the
+// leader's log does) can park the pipeline's sender and decoder on each other for good: that
+// follower then gets heartbeats but no entries, and Shutdown waits on the stuck replication
+// (the mechanism grafana/pyroscope#5518 traced; a Shutdown hung here once after a restart). The
+// coordinator's log is a few small commands per second, which plain AppendEntries carries
+// without a pipeline's throughput. Raft treats the error as "not supported" and logs nothing.
+type unpipelined struct{ *raft.NetworkTransport }
+
+func (unpipelined) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// awaitFuture waits for an Apply or Barrier future, or until the node stops. hashicorp/raft can
+// leave such a future unanswered forever when Raft shuts down between committing the entry and
+// applying it (its FSM goroutine exits with the batch still queued; hashicorp/raft#498, open):
+// waiting on Error() alone hung this node's Kill in a test. After the node stopped, the goroutine
+// waiting on an unanswered future stays parked until the process exits; it holds nothing.
+func (n *Node) awaitFuture(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.stop:
+		select {
+		case err := <-done: // answered as the node stopped: keep the real outcome
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
 }

@@ -93,7 +93,7 @@ func (t *leaderTerm) start() {
 // time. Nothing is planned, expired or sent before: the state could still miss committed entries.
 func (t *leaderTerm) barrier() bool {
 	for {
-		err := t.n.raft.Barrier(t.n.cfg.ApplyTimeout).Error()
+		err := t.n.awaitFuture(t.n.raft.Barrier(t.n.cfg.ApplyTimeout))
 		if err == nil {
 			break
 		}
@@ -258,7 +258,7 @@ func (t *leaderTerm) apply(cmd fsm.Command) error {
 	}
 	t0 := t.n.clock.Now()
 	f := t.n.raft.Apply(b, t.n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	if err := t.n.awaitFuture(f); err != nil {
 		if errors.Is(commitErr(err), lease.ErrNotLeader) {
 			return t.n.leaderErr()
 		}

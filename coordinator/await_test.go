@@ -1,0 +1,45 @@
+package coordinator
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// stuckFuture is a raft future that Raft never answers (hashicorp/raft#498) until released.
+type stuckFuture struct{ release chan error }
+
+func (f stuckFuture) Error() error { return <-f.release }
+
+// TestAwaitFutureReturnsWhenTheNodeStops: a future Raft never answers does not keep the node from
+// stopping; a future answered before that gives its own outcome.
+func TestAwaitFutureReturnsWhenTheNodeStops(t *testing.T) {
+	n := &Node{stop: make(chan struct{})}
+	answered := stuckFuture{release: make(chan error, 1)}
+	want := errors.New("fsm said no")
+	answered.release <- want
+	if err := n.awaitFuture(answered); !errors.Is(err, want) {
+		t.Fatalf("answered future: %v, want %v", err, want)
+	}
+
+	stuck := stuckFuture{release: make(chan error)}
+	defer close(stuck.release) // lets the parked waiter end with the test
+	got := make(chan error, 1)
+	go func() { got <- n.awaitFuture(stuck) }()
+	select {
+	case err := <-got:
+		t.Fatalf("returned %v before the node stopped", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(n.stop)
+	select {
+	case err := <-got:
+		if !errors.Is(err, raft.ErrRaftShutdown) {
+			t.Fatalf("after the node stopped: %v, want ErrRaftShutdown", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("awaitFuture still waiting after the node stopped")
+	}
+}
