@@ -120,7 +120,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(worker.NewMetrics(scanner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	stopHTTP, err := serveWorkerHTTP(o.httpAddr, client, reg, log)
+	stopHTTP, err := serveWorkerHTTP(o.httpAddr, workerIdentity{o.workerID, client.Incarnation(), client.Guard()}, reg, log)
 	if err != nil {
 		return err
 	}
@@ -152,8 +152,15 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	return nil
 }
 
+// workerIdentity is what the worker's HTTP endpoints report: who it is (the incarnation tells one
+// launch from the next under the same id) and the guard that says whether it holds a usable lease.
+type workerIdentity struct {
+	workerID, incarnation string
+	guard                 *lease.Guard
+}
+
 // serveWorkerHTTP serves /healthz (alive), /readyz (a usable lease is held) and /metrics.
-func serveWorkerHTTP(addr string, client *leaseclient.Client, reg *prometheus.Registry, log zerolog.Logger) (func(), error) {
+func serveWorkerHTTP(addr string, id workerIdentity, reg *prometheus.Registry, log zerolog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -161,23 +168,7 @@ func serveWorkerHTTP(addr string, client *leaseclient.Client, reg *prometheus.Re
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		l, err := client.Guard().Check(0)
-		if err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{
-			"ready": true, "epoch": l.Epoch, "node_index": l.NodeIndex, "node_count": l.NodeCount,
-			"ranges": lease.EncodeRanges(l.Ranges), "lease_left_ms": l.Remaining(time.Now()).Milliseconds(),
-		})
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: workerMux(id, reg), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("worker http server stopped")
@@ -188,6 +179,30 @@ func serveWorkerHTTP(addr string, client *leaseclient.Client, reg *prometheus.Re
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// workerMux routes the worker's HTTP endpoints.
+func workerMux(id workerIdentity, reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "worker_id": id.workerID, "incarnation": id.incarnation})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		l, err := id.guard.Check(0)
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{
+				"ready": false, "reason": err.Error(), "worker_id": id.workerID, "incarnation": id.incarnation,
+			})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{
+			"ready": true, "worker_id": id.workerID, "incarnation": id.incarnation,
+			"epoch": l.Epoch, "node_index": l.NodeIndex, "node_count": l.NodeCount,
+			"ranges": lease.EncodeRanges(l.Ranges), "lease_left_ms": l.Remaining(time.Now()).Milliseconds(),
+		})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// TestWorkerEndpoints: /readyz answers 503 with the reason until a usable lease is held, then 200
+// with the lease; both it and /healthz say which worker and which launch of it answered; /metrics
+// serves the registry; other routes and methods are refused.
+func TestWorkerEndpoints(t *testing.T) {
+	g := lease.NewGuard(lease.SystemClock{}, 100*time.Millisecond)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "retryring_probe_total", Help: "probe"}))
+	srv := httptest.NewServer(workerMux(workerIdentity{"w7", "inc-42", g}, reg))
+	defer srv.Close()
+
+	get := func(path string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if resp.Header.Get("Content-Type") == "application/json" {
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		return resp.StatusCode, body
+	}
+
+	if code, b := get("/healthz"); code != 200 || b["ok"] != true || b["worker_id"] != "w7" || b["incarnation"] != "inc-42" {
+		t.Errorf("healthz: %d %v", code, b)
+	}
+	if code, b := get("/readyz"); code != 503 || b["ready"] != false || b["reason"] == "" || b["incarnation"] != "inc-42" {
+		t.Errorf("readyz without a lease: %d %v", code, b)
+	}
+	g.Set(lease.Lease{
+		WorkerID: "w7", Ring: lease.RingKey{Region: "eu", Cluster: "c1", Service: "orders"},
+		NodeIndex: 1, NodeCount: 2, Epoch: 9, TTL: time.Minute, ValidFrom: time.Now(),
+		Ranges: lease.Ranges{{Start: 0, End: lease.MaxToken}},
+	})
+	code, b := get("/readyz")
+	if code != 200 || b["ready"] != true || b["epoch"] != float64(9) || b["node_index"] != float64(1) || b["worker_id"] != "w7" {
+		t.Errorf("readyz with a lease: %d %v", code, b)
+	}
+	if left, _ := b["lease_left_ms"].(float64); left <= 0 || left > 60_000 {
+		t.Errorf("lease_left_ms = %v, want within (0, 60000]", b["lease_left_ms"])
+	}
+
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(metrics), "retryring_probe_total 0") {
+		t.Errorf("metrics: %d\n%s", resp.StatusCode, metrics)
+	}
+	if code, _ := get("/nope"); code != 404 {
+		t.Errorf("unknown route: %d, want 404", code)
+	}
+	resp, err = http.Post(srv.URL+"/readyz", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /readyz: %d, want 405", resp.StatusCode)
+	}
+}
