@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,28 +198,40 @@ func TestChaos(t *testing.T) {
 	v := s.check()
 
 	// Attribute each lease gap to the last operation that began before it.
-	longestAfter := map[string]time.Duration{}
-	var gapNear string
-	for _, g := range rep.Gaps {
+	cause := func(g proc.Gap) string {
 		name := "no fault"
 		for _, o := range opTimes {
 			if !o.at.After(g.From) {
 				name = o.name
 			}
 		}
-		longestAfter[name] = max(longestAfter[name], g.Length())
-		if g.From.Equal(rep.LongestGapFrom) {
-			gapNear = name
-		}
+		return name
 	}
-	var perOp []string
-	for _, op := range ops {
-		if d, ok := longestAfter[op.name]; ok {
-			perOp = append(perOp, fmt.Sprintf("%s %v", op.name, d.Round(time.Millisecond)))
+	perFault := func(c proc.Coverage) string {
+		longest := map[string]time.Duration{}
+		for _, g := range c.Gaps {
+			longest[cause(g)] = max(longest[cause(g)], g.Length())
 		}
+		var out []string
+		for _, op := range ops {
+			if d, ok := longest[op.name]; ok {
+				out = append(out, fmt.Sprintf("%s %v", op.name, d.Round(time.Millisecond)))
+			}
+		}
+		if d, ok := longest["no fault"]; ok {
+			out = append(out, fmt.Sprintf("no fault %v", d.Round(time.Millisecond)))
+		}
+		return strings.Join(out, "; ")
 	}
-	if d, ok := longestAfter["no fault"]; ok {
-		perOp = append(perOp, fmt.Sprintf("no fault %v", d.Round(time.Millisecond)))
+	longestOf := func(c proc.Coverage) string {
+		return fmt.Sprintf("%v, from %s (after %s)", c.LongestGap.Round(time.Millisecond),
+			c.LongestGapFrom.Format("15:04:05.000"), cause(proc.Gap{From: c.LongestGapFrom}))
+	}
+	worst := append([]proc.Gap(nil), rep.Workers.Gaps...)
+	sort.Slice(worst, func(i, j int) bool { return worst[i].Length() > worst[j].Length() })
+	for _, g := range worst[:min(len(worst), 8)] {
+		t.Logf("lease gap (workers' view) %v from %s to %s, after %s", g.Length().Round(time.Millisecond),
+			g.From.Format("15:04:05.000"), g.To.Format("15:04:05.000"), cause(g))
 	}
 	lines := []string{
 		fmt.Sprintf("recorded:                %d failures in %v (%d record runs failed, their ids not counted: %v)",
@@ -228,9 +241,13 @@ func TestChaos(t *testing.T) {
 		fmt.Sprintf("executed twice:          %d (explained by a fault: %d, unexplained: %d) of %d executions",
 			len(v.duplicates), len(v.explained), len(v.unexplained), v.executions),
 		fmt.Sprintf("interleavings:           %d", len(s.ds.Interleavings())),
-		fmt.Sprintf("longest ring part without a usable lease: %v, from %s (after %s); %d samples, %d without a leader",
-			rep.LongestGap.Round(time.Millisecond), rep.LongestGapFrom.Format("15:04:05.000"), gapNear, rep.Samples, rep.Failed),
-		fmt.Sprintf("longest such gap after each kind of fault: %s", strings.Join(perOp, "; ")),
+		fmt.Sprintf("longest ring part without a usable lease, by the workers' own answers: %s; %d gaps",
+			longestOf(rep.Workers), len(rep.Workers.Gaps)),
+		fmt.Sprintf("  longest such gap after each kind of fault: %s", perFault(rep.Workers)),
+		fmt.Sprintf("longest ring part without a usable lease, by the leader's view: %s; %d gaps",
+			longestOf(rep.Leader), len(rep.Leader.Gaps)),
+		fmt.Sprintf("  longest such gap after each kind of fault: %s", perFault(rep.Leader)),
+		fmt.Sprintf("lease samples:           %d, %d without a leader", rep.Samples, rep.Failed),
 		fmt.Sprintf("leader failovers (observed): %v", failovers),
 		fmt.Sprintf("permanent failures executed more than once: %d", repeatedPermanent(s.ds.Executions())),
 		fmt.Sprintf("faults:                  %d (%s), the last over at %s", len(done), strings.Join(done, ", "), lastFault.Format("15:04:05")),

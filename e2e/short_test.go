@@ -48,7 +48,8 @@ func testSteadyDrain(t *testing.T) {
 	if v.acc.deadLettered == 0 {
 		t.Error("no permanent failure was dead-lettered")
 	}
-	t.Logf("longest time part of the ring had no usable lease: %v (%d samples)", rep.LongestGap, rep.Samples)
+	t.Logf("longest time part of the ring had no usable lease: %v by the workers' answers, %v by the leader's view (%d samples)",
+		rep.Workers.LongestGap, rep.Leader.LongestGap, rep.Samples)
 }
 
 // testWorkerKill9: the busiest worker is killed with SIGKILL mid-drain and restarted at once (a

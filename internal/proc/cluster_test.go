@@ -52,7 +52,7 @@ func TestSettled(t *testing.T) {
 
 func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
 	c := &Cluster{opts: Options{}.withDefaults()}
-	s := &LeaseSampler{c: c, expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}}
+	s := &LeaseSampler{c: c, expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}, held: map[string]heldLease{}}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	halves := lease.Split(2)
@@ -66,19 +66,19 @@ func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
 	v := view(member("w1", "a", 1, at(3000), halves[0]), member("w2", "a", 1, at(3000), halves[1]))
 	step(0, &v)
 	step(1000, nil) // no leader answered: the known expiries still hold
-	if r := s.report; r.LongestGap != 0 || !r.Uncovered.Empty() {
+	if r := s.report.Leader; r.LongestGap != 0 || !r.Uncovered.Empty() {
 		t.Fatalf("covered ring reported a gap: %+v", r)
 	}
 	// w2 dies: its half runs out at 3 s; w1 is renewed. At 7 s w1 takes the whole ring.
 	v1 := view(member("w1", "a", 1, at(6000), halves[0]), member("w2", "a", 1, at(3000), halves[1]))
 	step(3000, &v1)
 	step(4000, nil)
-	if r := s.report; !r.Uncovered.Equal(lease.Ranges{halves[1]}) {
+	if r := s.report.Leader; !r.Uncovered.Equal(lease.Ranges{halves[1]}) {
 		t.Fatalf("uncovered %v, want w2's half", r.Uncovered)
 	}
 	v2 := view(member("w1", "a", 2, at(10000), lease.FullRing))
 	step(7000, &v2)
-	r := s.report
+	r := s.report.Leader
 	if r.LongestGap != 4*time.Second || !r.LongestGapFrom.Equal(at(3000)) || !r.Uncovered.Empty() {
 		t.Fatalf("report %+v, want a 4 s gap from 3 s", r)
 	}
@@ -88,15 +88,63 @@ func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
 	// A new leader that has sent nothing yet (expiry 0) does not end w1's lease early.
 	v3 := view(member("w1", "a", 2, time.Time{}, lease.FullRing))
 	step(9000, &v3)
-	if !s.report.Uncovered.Empty() {
-		t.Fatalf("uncovered %v at 9 s", s.report.Uncovered)
+	if !s.report.Leader.Uncovered.Empty() {
+		t.Fatalf("uncovered %v at 9 s", s.report.Leader.Uncovered)
 	}
 	// w1 departs (killed): its lease, valid until 10 s by the leader's estimate, serves nothing.
 	v4 := view(member("w1", "a", 2, at(10000), lease.FullRing))
 	v4.Rings[1].Members[0].State = coordinator.MemberDeparted
 	step(9500, &v4)
-	if !s.report.Uncovered.Equal(lease.Ranges{lease.FullRing}) {
-		t.Fatalf("uncovered %v after w1 departed, want the whole ring", s.report.Uncovered)
+	if !s.report.Leader.Uncovered.Equal(lease.Ranges{lease.FullRing}) {
+		t.Fatalf("uncovered %v after w1 departed, want the whole ring", s.report.Leader.Uncovered)
+	}
+}
+
+// TestSamplerWorkersView: by the workers' own answers, a lease covers its ranges until the end
+// its worker last reported; a worker that does not answer (frozen) keeps that end, one that
+// answers not ready or whose process is gone covers nothing from that sample on.
+func TestSamplerWorkersView(t *testing.T) {
+	s := &LeaseSampler{expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}, held: map[string]heldLease{}}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	halves := lease.Split(2)
+	ready := func(id string, until int, rs ...lease.Range) workerAnswer {
+		return workerAnswer{id: id, running: true, known: true, ready: true, held: heldLease{ranges: rs, until: at(until)}}
+	}
+	step := func(ms int, answers ...workerAnswer) Coverage {
+		for _, a := range answers {
+			s.learnWorker(a)
+		}
+		s.evaluate(at(ms))
+		return s.report.Workers
+	}
+	if c := step(0, ready("w1", 3000, halves[0]), ready("w2", 3000, halves[1])); !c.Uncovered.Empty() {
+		t.Fatalf("both halves held: uncovered %v", c.Uncovered)
+	}
+	// w2 freezes: no answer, its last lease stands until 3 s; then its half is uncovered.
+	frozen := workerAnswer{id: "w2", running: true}
+	if c := step(2000, ready("w1", 5000, halves[0]), frozen); !c.Uncovered.Empty() {
+		t.Fatalf("frozen w2 before its lease ends: uncovered %v", c.Uncovered)
+	}
+	if c := step(3500, frozen); !c.Uncovered.Equal(lease.Ranges{halves[1]}) {
+		t.Fatalf("frozen w2 after its lease ended: uncovered %v, want its half", c.Uncovered)
+	}
+	// w1 takes the whole ring at 4.5 s: a gap of 1 s.
+	c := step(4500, ready("w1", 8000, lease.FullRing), frozen)
+	if !c.Uncovered.Empty() || c.LongestGap != time.Second || !c.LongestGapFrom.Equal(at(3500)) || len(c.Gaps) != 1 {
+		t.Fatalf("coverage %+v, want one 1 s gap from 3.5 s", c)
+	}
+	// w1's process is killed: nothing is covered, whatever its lease said; a worker that
+	// answers not ready covers nothing either.
+	if c := step(5000, workerAnswer{id: "w1"}); !c.Uncovered.Equal(lease.Ranges{lease.FullRing}) {
+		t.Fatalf("after w1 was killed: uncovered %v, want the whole ring", c.Uncovered)
+	}
+	step(5500, ready("w3", 9000, lease.FullRing))
+	if c := step(6000, workerAnswer{id: "w3", running: true, known: true}); !c.Uncovered.Equal(lease.Ranges{lease.FullRing}) {
+		t.Fatalf("after w3 answered not ready: uncovered %v, want the whole ring", c.Uncovered)
+	}
+	if s.report.Leader.LongestGap != 6*time.Second {
+		t.Errorf("leader view, with no view learnt, saw the whole ring uncovered from 0: longest %v, want 6s", s.report.Leader.LongestGap)
 	}
 }
 

@@ -39,6 +39,6 @@
 //	err = w.Kill9()
 //	err = c.RestartWorker(ctx, w)                // same id, a new incarnation
 //	leader, _, err := c.Leader(ctx)              // asks every coordinator's GET /v1/ring
-//	sampler := c.SampleLeases(0)                 // ... faults ...; sampler.Stop().LongestGap
+//	sampler := c.SampleLeases(0)                 // ... faults ...; sampler.Stop().Workers.LongestGap
 //	dups := c.Downstream.Duplicates()
 package proc

@@ -2,6 +2,8 @@ package proc
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"sync"
 	"time"
 
@@ -9,25 +11,37 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// LeaseReport is what a LeaseSampler measured.
+// LeaseReport is what a LeaseSampler measured, two ways: from the leader's ring view (what the
+// coordinators believe) and from the workers' own answers (what the workers could act on).
 type LeaseReport struct {
-	// Samples counts the views read; Failed the samples in which no leader answered (coverage
-	// was then judged from the expiries already known: with no leader nothing is renewed).
+	// Samples counts the samples taken; Failed those in which no leader answered (the leader's
+	// coverage was then judged from the expiries already known: with no leader nothing is renewed).
 	Samples, Failed int
-	// LongestGap is the longest time some part of the ring had no usable lease: no active member
-	// (in the leader's view) held it under a lease whose end, by the leader's estimate
-	// (lease_expires_ms: send time + TTL), had not passed. A dead or frozen worker's range counts
-	// as uncovered from the moment the leader shows it departed. It is measured at the
-	// sampling period: a gap is seen from the first sample that finds the part uncovered until the
-	// first that finds it covered, so it may be up to one period longer than it was, and a gap
-	// shorter than a period may be missed.
-	LongestGap time.Duration
-	// LongestGapFrom is when that gap was first seen.
+	// Leader is the coverage by the leader's view: a part of the ring is covered while an active
+	// member (in the leader's view) holds it under a lease whose end, by the leader's estimate
+	// (lease_expires_ms: send time + TTL), has not passed. A dead or frozen worker's range counts
+	// as uncovered from the moment the leader shows it departed.
+	Leader Coverage
+	// Workers is the coverage by the workers' own answers (GET /readyz of every worker): a part
+	// of the ring is covered while a running worker holds a lease on it whose end, as that
+	// worker last reported it (lease_left_ms after its answer), has not passed. A killed
+	// worker's lease ends with its process; a frozen one's when its last reported lease runs out.
+	Workers Coverage
+}
+
+// Coverage is how long parts of the ring went without a usable lease, measured at the sampling
+// period: a gap is seen from the first sample that finds the part uncovered until the first that
+// finds it covered, so it may be up to one period longer than it was, and a gap shorter than a
+// period may be missed.
+type Coverage struct {
+	// LongestGap is the longest time some part of the ring had no usable lease, and
+	// LongestGapFrom when that gap was first seen.
+	LongestGap     time.Duration
 	LongestGapFrom time.Time
 	// Uncovered is what had no usable lease at the last sample.
 	Uncovered lease.Ranges
 	// Gaps are the stretches during which some part of the ring had no usable lease, in the order
-	// they ended (the first maxGaps of them), each as seen by the samples (see LongestGap).
+	// they ended (the first maxGaps of them).
 	Gaps []Gap
 }
 
@@ -51,12 +65,21 @@ type LeaseSampler struct {
 
 	mu     sync.Mutex
 	report LeaseReport
+	// leader and workers track the open gaps of each view.
+	leader, workers gapTracker
+	// held is each worker's lease as it last reported it (ranges and end by the sampler's clock).
+	held map[string]heldLease
 	// expiry is the latest end seen of each (incarnation, epoch) lease and its ranges: a worker
 	// keeps using a lease after the leader that sent it died, so an old expiry stays valid until
 	// it passes, whatever the new leader reports.
 	expiry map[leaseKey]time.Time
 	ranges map[leaseKey]lease.Ranges
-	gaps   []gap
+}
+
+// heldLease is a worker's lease as its /readyz reported it.
+type heldLease struct {
+	ranges lease.Ranges
+	until  time.Time
 }
 
 type leaseKey struct {
@@ -78,7 +101,7 @@ func (c *Cluster) SampleLeases(every time.Duration) *LeaseSampler {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &LeaseSampler{c: c, every: every, cancel: cancel, done: make(chan struct{}),
-		expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}}
+		expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}, held: map[string]heldLease{}}
 	go s.run(ctx)
 	return s
 }
@@ -98,9 +121,24 @@ func (s *LeaseSampler) run(ctx context.Context) {
 }
 
 func (s *LeaseSampler) sample(ctx context.Context) {
+	answers := make(chan workerAnswer, 16)
+	var polls sync.WaitGroup
+	for _, w := range s.c.Workers() {
+		polls.Add(1)
+		go func() {
+			defer polls.Done()
+			answers <- s.pollWorker(ctx, w)
+		}()
+	}
+	go func() { polls.Wait(); close(answers) }()
+
 	sctx, cancel := context.WithTimeout(ctx, s.every*5)
 	_, v, err := s.c.Leader(sctx)
 	cancel()
+	var got []workerAnswer
+	for a := range answers {
+		got = append(got, a)
+	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -113,7 +151,63 @@ func (s *LeaseSampler) sample(ctx context.Context) {
 	} else {
 		s.learn(v, now)
 	}
+	for _, a := range got {
+		s.learnWorker(a)
+	}
 	s.evaluate(now)
+}
+
+// workerAnswer is one poll of a worker's /readyz.
+type workerAnswer struct {
+	id      string
+	running bool // false: the process is not running (killed, exited)
+	known   bool // false: no answer (frozen, overloaded): what it last reported still stands
+	held    heldLease
+	ready   bool
+}
+
+// workerPollTimeout bounds one /readyz poll; a frozen worker does not answer at all.
+const workerPollTimeout = 500 * time.Millisecond
+
+// pollWorker asks w for its lease.
+func (s *LeaseSampler) pollWorker(ctx context.Context, w *Worker) workerAnswer {
+	a := workerAnswer{id: w.ID, running: w.Running()}
+	if !a.running {
+		return a
+	}
+	ctx, cancel := context.WithTimeout(ctx, workerPollTimeout)
+	defer cancel()
+	status, body, err := get(ctx, w.URL("/readyz"))
+	if err != nil {
+		return a
+	}
+	at := time.Now()
+	var r struct {
+		Ready       bool              `json:"ready"`
+		Ranges      []lease.WireRange `json:"ranges"`
+		LeaseLeftMs int64             `json:"lease_left_ms"`
+	}
+	a.known = true
+	if status != http.StatusOK || json.Unmarshal(body, &r) != nil || !r.Ready {
+		return a
+	}
+	rs, err := lease.DecodeRanges(r.Ranges)
+	if err != nil {
+		a.known = false
+		return a
+	}
+	a.ready, a.held = true, heldLease{ranges: rs, until: at.Add(time.Duration(r.LeaseLeftMs) * time.Millisecond)}
+	return a
+}
+
+// learnWorker updates what a worker holds from one answer.
+func (s *LeaseSampler) learnWorker(a workerAnswer) {
+	switch {
+	case !a.running, a.known && !a.ready:
+		delete(s.held, a.id)
+	case a.known:
+		s.held[a.id] = a.held
+	}
 }
 
 // learn records the expiry of every lease in v. A member that is not active (departed: dead,
@@ -148,33 +242,48 @@ func (s *LeaseSampler) learn(v coordinator.RingView, now time.Time) {
 	}
 }
 
-// evaluate updates the gaps with the coverage at now.
+// evaluate updates both views' gaps with the coverage at now.
 func (s *LeaseSampler) evaluate(now time.Time) {
-	var covered lease.Ranges
+	var byLeader, byWorkers lease.Ranges
 	for k, exp := range s.expiry {
 		if exp.After(now) {
-			covered = covered.Union(s.ranges[k])
+			byLeader = byLeader.Union(s.ranges[k])
 		}
 	}
-	uncovered := lease.Ranges{lease.FullRing}.Subtract(covered)
-	s.report.Uncovered = uncovered
+	for _, h := range s.held {
+		if h.until.After(now) {
+			byWorkers = byWorkers.Union(h.ranges)
+		}
+	}
+	s.leader.observe(&s.report.Leader, lease.Ranges{lease.FullRing}.Subtract(byLeader), now)
+	s.workers.observe(&s.report.Workers, lease.Ranges{lease.FullRing}.Subtract(byWorkers), now)
+}
+
+// gapTracker follows the parts of the ring that are uncovered from sample to sample.
+type gapTracker struct {
+	open []gap
+}
+
+// observe records that uncovered had no usable lease at now, into c.
+func (t *gapTracker) observe(c *Coverage, uncovered lease.Ranges, now time.Time) {
+	c.Uncovered = uncovered
 	var tracked lease.Ranges
-	kept := s.gaps[:0]
-	for _, g := range s.gaps {
+	kept := t.open[:0]
+	for _, g := range t.open {
 		still := g.ranges.Intersect(uncovered)
-		if d := now.Sub(g.since); d > s.report.LongestGap {
-			s.report.LongestGap, s.report.LongestGapFrom = d, g.since
+		if d := now.Sub(g.since); d > c.LongestGap {
+			c.LongestGap, c.LongestGapFrom = d, g.since
 		}
 		if !still.Empty() {
 			kept = append(kept, gap{ranges: still, since: g.since})
 			tracked = tracked.Union(still)
-		} else if len(s.report.Gaps) < maxGaps {
-			s.report.Gaps = append(s.report.Gaps, Gap{From: g.since, To: now})
+		} else if len(c.Gaps) < maxGaps {
+			c.Gaps = append(c.Gaps, Gap{From: g.since, To: now})
 		}
 	}
-	s.gaps = kept
+	t.open = kept
 	if fresh := uncovered.Subtract(tracked); !fresh.Empty() {
-		s.gaps = append(s.gaps, gap{ranges: fresh, since: now})
+		t.open = append(t.open, gap{ranges: fresh, since: now})
 	}
 }
 
@@ -183,7 +292,8 @@ func (s *LeaseSampler) Report() LeaseReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.report
-	r.Gaps = append([]Gap(nil), s.report.Gaps...)
+	r.Leader.Gaps = append([]Gap(nil), s.report.Leader.Gaps...)
+	r.Workers.Gaps = append([]Gap(nil), s.report.Workers.Gaps...)
 	return r
 }
 
