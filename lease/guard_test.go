@@ -10,34 +10,9 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
 )
-
-// manualClock is a Clock that moves only when the test says so.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newManualClock() *manualClock { return &manualClock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *manualClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
 
 func testLease(epoch uint64, validFrom time.Time, ttl time.Duration, rs ...lease.Range) lease.Lease {
 	return lease.Lease{
@@ -60,7 +35,7 @@ func wantErr(t *testing.T, what string, err, want error) {
 
 func TestGuardLifecycle(t *testing.T) {
 	const margin = 100 * time.Millisecond
-	clock := newManualClock()
+	clock := clocktest.New(clocktest.Start)
 	g := lease.NewGuard(clock, margin)
 	need := 500 * time.Millisecond
 
@@ -140,7 +115,7 @@ func TestGuardLifecycle(t *testing.T) {
 }
 
 func TestGuardNode0(t *testing.T) {
-	clock := newManualClock()
+	clock := clocktest.New(clocktest.Start)
 	g := lease.NewGuard(clock, 100*time.Millisecond)
 	l := testLease(1, clock.Now(), 3*time.Second, lease.Split(3)[0])
 	l.NodeIndex = 0
@@ -157,7 +132,7 @@ func TestGuardNode0(t *testing.T) {
 }
 
 func TestGuardDoesNotAliasTheCallersRanges(t *testing.T) {
-	clock := newManualClock()
+	clock := clocktest.New(clocktest.Start)
 	g := lease.NewGuard(clock, 0)
 	rs := []lease.Range{{Start: 10, End: 20}, {Start: 0, End: 5}}
 	g.Set(testLease(1, clock.Now(), time.Second, rs...))
@@ -258,7 +233,7 @@ func TestGuardHistoriesMatchModel(t *testing.T) {
 			return rapid.Int64Range(lo, hi).Draw(t, label) * int64(time.Millisecond)
 		}
 		margin := rapid.SampledFrom([]int64{0, int64(100 * time.Millisecond), ms("margin", 0, 500)}).Draw(t, "margin")
-		clock := newManualClock()
+		clock := clocktest.New(clocktest.Start)
 		origin := clock.Now()
 		g := lease.NewGuard(clock, time.Duration(margin))
 		m := &guardModel{margin: margin}
@@ -345,7 +320,7 @@ func TestGuardHistoriesMatchModel(t *testing.T) {
 // Readers check tokens while a writer installs ever newer epochs, a stale element now and then, and
 // moves the clock. Run under -race; the assertions hold whatever the interleaving.
 func TestGuardConcurrentUse(t *testing.T) {
-	clock := newManualClock()
+	clock := clocktest.New(clocktest.Start)
 	g := lease.NewGuard(clock, 10*time.Millisecond)
 	const readers, rounds = 4, 2000
 	ranges := lease.Split(4)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/cassandra/storetest"
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/window"
 )
@@ -110,7 +111,7 @@ func TestLateWritesSurviveConcurrentCompaction(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
 	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
-	rec := newRecorder(t, st, &manualClock{t: now}, nil)
+	rec := newRecorder(t, st, clocktest.New(now), nil)
 	s := &sim{st: st, executed: map[string]int{}}
 
 	const writes = 60

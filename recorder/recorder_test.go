@@ -12,29 +12,12 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/cassandra/storetest"
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/window"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
-
-// manualClock is a clock that moves only when told.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -42,7 +25,7 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func newRecorder(t *testing.T, st *cassandra.Store, clock *manualClock, mod func(*recorder.Config)) *recorder.Recorder {
+func newRecorder(t *testing.T, st *cassandra.Store, clock *clocktest.Manual, mod func(*recorder.Config)) *recorder.Recorder {
 	t.Helper()
 	cfg := recorder.Config{InstanceID: "order-service-pod-1", Clock: clock}
 	if mod != nil {
@@ -119,7 +102,7 @@ func TestNewValidates(t *testing.T) {
 func TestRecordAcrossMidnightAndNewYear(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
-	clock := &manualClock{t: time.Date(2025, 12, 31, 23, 59, 30, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2025, 12, 31, 23, 59, 30, 0, time.UTC))
 	rec := newRecorder(t, st, clock, nil)
 
 	added := time.Date(2025, 12, 31, 23, 59, 29, 500e6, time.UTC)
@@ -168,7 +151,7 @@ func TestRecordAcrossMidnightAndNewYear(t *testing.T) {
 
 	// Five-minute windows: 23:57 is in the last window of the day, so W+1 is 00:00 next year.
 	st5 := storetest.Store(t, 5)
-	rec5 := newRecorder(t, st5, &manualClock{t: time.Date(2026, 12, 31, 23, 57, 0, 0, time.UTC)}, nil)
+	rec5 := newRecorder(t, st5, clocktest.New(time.Date(2026, 12, 31, 23, 57, 0, 0, time.UTC)), nil)
 	k5, err := rec5.Record(ctx, recorder.Failure{TransactionID: "tx-5"})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +165,7 @@ func TestRecordNeverWritesIntoAnEnteredWindow(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
 	// 50 ms before W+1 starts is less than the write budget: the write goes to W+2.
-	clock := &manualClock{t: time.Date(2028, 2, 28, 23, 59, 59, 950e6, time.UTC)}
+	clock := clocktest.New(time.Date(2028, 2, 28, 23, 59, 59, 950e6, time.UTC))
 	rec := newRecorder(t, st, clock, nil)
 	k, err := rec.Record(ctx, recorder.Failure{TransactionID: "tx"})
 	if err != nil {
@@ -196,7 +179,7 @@ func TestRecordNeverWritesIntoAnEnteredWindow(t *testing.T) {
 func TestDirectoryRowsWrittenOncePerKey(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
-	clock := &manualClock{t: time.Date(2026, 6, 1, 10, 15, 5, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 6, 1, 10, 15, 5, 0, time.UTC))
 	rec := newRecorder(t, st, clock, func(c *recorder.Config) { c.BucketSize = 40 })
 
 	record := func(n int, prefix string) {
@@ -228,7 +211,7 @@ func TestDirectoryRowsWrittenOncePerKey(t *testing.T) {
 
 func TestFailedDirectoryWriteIsRetried(t *testing.T) {
 	st := storetest.Store(t, 1)
-	clock := &manualClock{t: time.Date(2026, 6, 1, 10, 15, 5, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 6, 1, 10, 15, 5, 0, time.UTC))
 	rec := newRecorder(t, st, clock, nil)
 	dead, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -260,7 +243,7 @@ func TestFailedDirectoryWriteIsRetried(t *testing.T) {
 func TestConcurrentRecordsLoseNothing(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
-	clock := &manualClock{t: time.Date(2026, 7, 1, 8, 0, 1, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 7, 1, 8, 0, 1, 0, time.UTC))
 	const goroutines, each, bucketSize = 50, 20, 7
 	rec := newRecorder(t, st, clock, func(c *recorder.Config) { c.BucketSize = bucketSize })
 
@@ -327,7 +310,7 @@ func TestRecordAtLaterWindowUnderAnotherInstance(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
 	now := time.Date(2026, 8, 1, 12, 0, 30, 0, time.UTC)
-	rec := newRecorder(t, st, &manualClock{t: now}, func(c *recorder.Config) { c.InstanceID = "worker-1" })
+	rec := newRecorder(t, st, clocktest.New(now), func(c *recorder.Config) { c.InstanceID = "worker-1" })
 	target, err := window.Ahead(now, 1, 8*time.Minute) // L × 2^3
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +350,7 @@ func TestBackdatedWritesAreFoundBehindCheckpoints(t *testing.T) {
 	}
 
 	backdate := now.Sub(time.Date(2026, 9, 19, 10, 15, 30, 0, time.UTC)) // W+1 of then: 10:16 on the 19th
-	rec := newRecorder(t, st, &manualClock{t: now}, func(c *recorder.Config) { c.Backdate = backdate })
+	rec := newRecorder(t, st, clocktest.New(now), func(c *recorder.Config) { c.Backdate = backdate })
 	k, err := rec.Record(ctx, recorder.Failure{TransactionID: "old-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -399,7 +382,7 @@ func TestBackdatedWritesAreFoundBehindCheckpoints(t *testing.T) {
 		t.Fatalf("window checkpoint %d, want lowered to 616", cp.Minute)
 	}
 
-	tooOld := newRecorder(t, st, &manualClock{t: now}, func(c *recorder.Config) { c.Backdate = 2 * 366 * 24 * time.Hour })
+	tooOld := newRecorder(t, st, clocktest.New(now), func(c *recorder.Config) { c.Backdate = 2 * 366 * 24 * time.Hour })
 	if _, err := tooOld.Record(ctx, recorder.Failure{TransactionID: "ancient"}); !errors.Is(err, recorder.ErrTooOld) {
 		t.Fatalf("a target two years back: %v, want ErrTooOld", err)
 	}
@@ -409,7 +392,7 @@ func TestBackdatedWritesAreFoundBehindCheckpoints(t *testing.T) {
 // (one window, one instance): the target is at most 1.01.
 func BenchmarkRecord(b *testing.B) {
 	st := storetest.Store(b, 1)
-	clock := &manualClock{t: time.Date(2026, 10, 1, 9, 0, 1, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 10, 1, 9, 0, 1, 0, time.UTC))
 	rec, err := recorder.New(st, recorder.Config{InstanceID: "bench-pod", Clock: clock})
 	if err != nil {
 		b.Fatal(err)

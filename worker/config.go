@@ -41,8 +41,6 @@ const (
 	DefaultMaxAttempts = 10
 	// DefaultMaxRetryDelay caps the backoff L × 2^attempt of a re-recorded transient failure.
 	DefaultMaxRetryDelay = 60 * time.Minute
-	// DefaultPageSize is the number of Tier 5 rows read per page of a bucket.
-	DefaultPageSize = 500
 	// DefaultIdleBackoff is how long Run waits after a cycle that found nothing to do, or while
 	// the guard refuses (no lease yet, or it expired).
 	DefaultIdleBackoff = time.Second
@@ -73,8 +71,7 @@ type Config struct {
 
 	// Concurrency bounds the executions in flight. Default DefaultConcurrency.
 	Concurrency int
-	// PageSize is the number of rows per page of a bucket; at least 100. Default DefaultPageSize.
-	PageSize int
+	// (The page size of bucket reads is the Store's: cassandra.StoreConfig.PageSize.)
 	// QueryTimeout bounds each CQL query and is what the guard demands before one.
 	// Default DefaultQueryTimeout.
 	QueryTimeout time.Duration
@@ -115,9 +112,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
-	}
-	if c.PageSize == 0 {
-		c.PageSize = DefaultPageSize
 	}
 	if c.QueryTimeout == 0 {
 		c.QueryTimeout = DefaultQueryTimeout
@@ -176,8 +170,6 @@ func (c Config) Validate() error {
 		return bad("max clock offset %v must be shorter than a window (%d min)", c.MaxClockOffset, c.WindowMinutes)
 	case c.Concurrency < 1:
 		return bad("concurrency %d must be at least 1", c.Concurrency)
-	case c.PageSize < 100:
-		return bad("page size %d is below 100", c.PageSize)
 	case c.QueryTimeout <= 0 || c.ExecTimeout <= 0:
 		return bad("timeouts must be positive (query %v, exec %v)", c.QueryTimeout, c.ExecTimeout)
 	case c.MarkerMargin < 0:

@@ -12,36 +12,11 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/internal/cassandratest"
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/window"
 )
-
-// manualClock is a clock that moves only when told to.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newManualClock(t time.Time) *manualClock { return &manualClock{now: t} }
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // lagging is a writer's clock: behind another clock by a fixed amount.
 type lagging struct {
@@ -59,7 +34,7 @@ type env struct {
 	ring    lease.RingKey
 	length  int
 	store   *cassandra.Store
-	clock   *manualClock // the workers' clock
+	clock   *clocktest.Manual // the workers' clock
 }
 
 func newEnv(t *testing.T, windowMinutes int, now time.Time) *env {
@@ -76,7 +51,7 @@ func newEnv(t *testing.T, windowMinutes int, now time.Time) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, session: s, ks: ks, ring: ring, length: windowMinutes, store: st, clock: newManualClock(now)}
+	return &env{t: t, session: s, ks: ks, ring: ring, length: windowMinutes, store: st, clock: clocktest.New(now)}
 }
 
 // win names a window of the env's length.
@@ -104,7 +79,7 @@ func fullRing() lease.Ranges { return lease.Ranges{{Start: lease.MinToken, End: 
 func (e *env) config(workerID string) Config {
 	return Config{
 		Region: e.ring.Region, Cluster: e.ring.Cluster, Service: e.ring.Service, WorkerID: workerID,
-		WindowMinutes: e.length, Clock: e.clock, PageSize: 100,
+		WindowMinutes: e.length, Clock: e.clock,
 		// Generous for a loaded 2-core machine; leases in these tests are long.
 		QueryTimeout: 5 * time.Second, ExecTimeout: 5 * time.Second,
 	}
@@ -123,7 +98,7 @@ func (e *env) scanner(cfg Config, g Guard, ex Executor) *Scanner {
 // writer's clock set shortly before target starts (the normal W+1 protocol).
 func (e *env) record(instance string, target window.Window, bucketSize int, ids ...string) {
 	e.t.Helper()
-	clock := newManualClock(target.Start().Add(-30 * time.Second))
+	clock := clocktest.New(target.Start().Add(-30 * time.Second))
 	rec, err := recorder.New(e.store, recorder.Config{InstanceID: instance, BucketSize: bucketSize, Clock: clock})
 	if err != nil {
 		e.t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/window"
 )
@@ -52,7 +53,7 @@ func TestRowExecutedDuringRebalanceIsStillCommitted(t *testing.T) {
 
 // TestSettleRefusedOnceTheRunningLeaseExpired: the fallback to the running lease ends with it.
 func TestSettleRefusedOnceTheRunningLeaseExpired(t *testing.T) {
-	clock := newManualClock(noon)
+	clock := clocktest.New(noon)
 	g := lease.NewGuard(clock, 100*time.Millisecond)
 	held := lease.Lease{Epoch: 1, Ranges: lease.Ranges{lease.FullRing}, TTL: time.Second, ValidFrom: noon}
 	g.Set(lease.Lease{Epoch: 2, Ranges: lease.Ranges{{Start: 1, End: 2}}, TTL: time.Minute, ValidFrom: noon})

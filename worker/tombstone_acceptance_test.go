@@ -16,6 +16,7 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/internal/cassandratest"
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/window"
@@ -39,24 +40,6 @@ const (
 )
 
 var acceptStart = time.Date(2026, time.March, 9, 21, 40, 0, 0, time.UTC)
-
-// acceptClock is the workers' and the recorder's clock: it moves only when the test says so.
-type acceptClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *acceptClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *acceptClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
 
 // acceptExecutor is a no-op executor that counts every transaction it ran.
 type acceptExecutor struct {
@@ -97,7 +80,7 @@ func TestDrainRaisesNoTombstoneWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &acceptClock{now: acceptStart}
+	clock := clocktest.New(acceptStart)
 	rec, err := recorder.New(store, recorder.Config{InstanceID: "importer", Clock: clock})
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,6 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		func(c *Config) { c.LookbackDays = -1 },
 		func(c *Config) { c.MaxClockOffset = time.Minute }, // not shorter than a 1-minute window
 		func(c *Config) { c.Concurrency = -1 },
-		func(c *Config) { c.PageSize = 10 },
 		func(c *Config) { c.QueryTimeout = -time.Second },
 		func(c *Config) { c.MaxAttempts = -1 },
 	}

@@ -8,16 +8,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/retryring/retryring/internal/clocktest"
 )
-
-// manualClock is a settable clock for UnavailableFor.
-type manualClock struct{ ns atomic.Int64 }
-
-func (c *manualClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
-func (c *manualClock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
 func start(t *testing.T, cfg Config) *Server {
 	t.Helper()
@@ -116,14 +111,13 @@ func TestContractViolationsAreRecordedNotExecuted(t *testing.T) {
 }
 
 func TestUnavailableForAWhileAndBySwitch(t *testing.T) {
-	clk := &manualClock{}
-	clk.ns.Store(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano())
-	s := start(t, Config{UnavailableFor: 10 * time.Second, Now: clk.now})
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := start(t, Config{UnavailableFor: 10 * time.Second, Now: clk.Now})
 	ctx := context.Background()
 	if got := post(t, ctx, s.URL(), req("a", "p", "w", 1), "a"); got != 503 {
 		t.Fatalf("inside UnavailableFor: %d", got)
 	}
-	clk.add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	if got := post(t, ctx, s.URL(), req("a", "p", "w", 1), "a"); got != 200 {
 		t.Fatalf("after UnavailableFor: %d", got)
 	}

@@ -1,35 +1,15 @@
 package ringtest
 
 import (
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
 )
 
-// manualClock is a clock that moves only when told.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newManual() *manualClock { return &manualClock{t: time.Unix(1000, 0)} }
-
 // element is a lease of epoch whose demand was sent at sent (seconds after the clock's start).
-func element(c *manualClock, epoch uint64, sentAgo float64, ttl float64, index int, rs ...lease.Range) lease.Lease {
+func element(c *clocktest.Manual, epoch uint64, sentAgo float64, ttl float64, index int, rs ...lease.Range) lease.Lease {
 	return lease.Lease{
 		Epoch: epoch, NodeIndex: index, Ranges: lease.Normalize(rs), TTL: secs(ttl),
 		ValidFrom: c.Now().Add(-secs(sentAgo)),
@@ -37,12 +17,12 @@ func element(c *manualClock, epoch uint64, sentAgo float64, ttl float64, index i
 }
 
 func TestRecorderCoalescesRenewalsAndClosesAtExpiry(t *testing.T) {
-	c := newManual()
+	c := clocktest.New(time.Unix(1000, 0))
 	r := NewRecorder(c.Now)
 	r.Install("A", "1", element(c, 1, 0, 3, 0, lease.FullRing))
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Install("A", "1", element(c, 1, 0, 3, 0, lease.FullRing)) // renewal: one interval
-	c.advance(5 * time.Second)                                  // no renewal: expired at 4 s
+	c.Advance(5 * time.Second)                                  // no renewal: expired at 4 s
 	r.Install("A", "1", element(c, 1, 0.5, 3, 0, lease.FullRing))
 	ivs := r.Intervals()
 	if len(ivs) != 2 {
@@ -57,12 +37,12 @@ func TestRecorderCoalescesRenewalsAndClosesAtExpiry(t *testing.T) {
 }
 
 func TestRecorderSwitchesAtTheNextInstall(t *testing.T) {
-	c := newManual()
+	c := clocktest.New(time.Unix(1000, 0))
 	r := NewRecorder(c.Now)
 	r.Install("A", "1", element(c, 1, 0, 3, 0, lease.FullRing))
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Install("A", "1", element(c, 2, 0, 3, 0, half[0])) // shrinks: the second half ends now
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Install("A", "1", element(c, 1, 0, 3, 0, lease.FullRing)) // an older epoch: ignored, as the guard does
 	ivs := r.Intervals()
 	if len(ivs) != 2 || ivs[0].To != secs(1) || ivs[1].From != secs(1) || ivs[1].Epoch != 2 || ivs[1].To != secs(4) {
@@ -71,10 +51,10 @@ func TestRecorderSwitchesAtTheNextInstall(t *testing.T) {
 }
 
 func TestRecorderIgnoresAnElementExpiredOnArrival(t *testing.T) {
-	c := newManual()
+	c := clocktest.New(time.Unix(1000, 0))
 	r := NewRecorder(c.Now)
 	r.Install("A", "1", element(c, 1, 0, 3, 1, half[1]))
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Install("A", "1", element(c, 1, 4, 3, 1, half[1])) // demand sent 4 s ago: useless, and it replaced the good one
 	ivs := r.Intervals()
 	if len(ivs) != 1 || ivs[0].To != secs(1) || ivs[0].Node0 {
@@ -83,12 +63,12 @@ func TestRecorderIgnoresAnElementExpiredOnArrival(t *testing.T) {
 }
 
 func TestRecorderEndStopsTheHolder(t *testing.T) {
-	c := newManual()
+	c := clocktest.New(time.Unix(1000, 0))
 	r := NewRecorder(c.Now)
 	r.Install("A", "1", element(c, 1, 0, 3, 0, lease.FullRing))
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.End("A", "1")
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Install("A", "1", element(c, 2, 0, 3, 0, lease.FullRing)) // a callback racing the crash
 	r.Install("A", "2", element(c, 3, 0, 3, 0, lease.FullRing)) // the next incarnation is another holder
 	ivs := r.Intervals()
@@ -101,19 +81,19 @@ func TestRecorderEndStopsTheHolder(t *testing.T) {
 }
 
 func TestRecorderWindowsEndAtFaults(t *testing.T) {
-	c := newManual()
+	c := clocktest.New(time.Unix(1000, 0))
 	r := NewRecorder(c.Now)
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Note(Event{Kind: EventSettled})
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Note(Event{Kind: EventSettled}) // same window
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Note(Event{Kind: EventWorkerStopped, Fault: true})
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Note(Event{Kind: EventLeader}) // not a fault: no window starts here
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	r.Note(Event{Kind: EventSettled})
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	w := r.History().Settled
 	if len(w) != 2 || w[0] != (Window{From: secs(1), To: secs(3)}) || w[1] != (Window{From: secs(5), To: secs(6)}) {
 		t.Fatalf("windows = %v", w)

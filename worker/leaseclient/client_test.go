@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -100,7 +101,7 @@ func waitElements(t *testing.T, c *Client, atLeast uint64) {
 // clock, although the fake coordinator lets that clock run 250 ms before answering; the initial
 // demand is one and exactly one element of demand is ever outstanding.
 func TestDemandAccounting(t *testing.T) {
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	f := startFake(t, "c1", clock, sq)
 	f.set(func(f *fakeCoord) { f.advance = 250 * time.Millisecond })
 	got := make(chan lease.Lease, 64)
@@ -183,7 +184,7 @@ func TestDemandAccounting(t *testing.T) {
 
 // TestFollowsNotLeader: a follower's not_leader sends the client to the leader it names.
 func TestFollowsNotLeader(t *testing.T) {
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	leader := startFake(t, "leader", clock, sq)
 	follower := startFake(t, "follower", clock, sq)
 	follower.set(func(f *fakeCoord) {
@@ -216,7 +217,7 @@ func TestFollowsNotLeader(t *testing.T) {
 // TestNoLeaderBacksOff: without a known leader the client keeps trying, holds nothing and does not
 // count redirects.
 func TestNoLeaderBacksOff(t *testing.T) {
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	f := startFake(t, "follower", clock, sq)
 	f.set(func(f *fakeCoord) { f.follower = true })
 	logs := &syncBuffer{}
@@ -249,7 +250,7 @@ func TestNoLeaderBacksOff(t *testing.T) {
 // TestReconnectAfterServerClosesConnection: the client reconnects with the same incarnation and the
 // lease stream resumes.
 func TestReconnectAfterServerClosesConnection(t *testing.T) {
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	f := startFake(t, "c1", clock, sq)
 	h := startClient(t, clock, []string{f.addr}, nil)
 	waitElements(t, h.c, 2)
@@ -295,7 +296,7 @@ func (d *drainRecorder) get() []drainCall {
 // before Drain runs, Drain runs before ring.release, and the release names the new epoch. A growing
 // epoch releases nothing.
 func TestReleaseAfterShrinkingEpoch(t *testing.T) {
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	f := startFake(t, "c1", clock, sq)
 	half := lease.Split(2)
 	dropped := half[0].Start // in the first half, which the worker loses
@@ -382,7 +383,7 @@ func TestFailedDrainMeansNoRelease(t *testing.T) {
 		{"panic", func() error { panic("drain bug") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock, sq := newManualClock(), &seq{}
+			clock, sq := clocktest.New(clocktest.Start), &seq{}
 			f := startFake(t, "c1", clock, sq)
 			var mu sync.Mutex
 			calls := 0
@@ -420,7 +421,7 @@ func TestFailedDrainMeansNoRelease(t *testing.T) {
 // TestLeave: the guard is cleared, Drain sees an empty lease, ring.leave reaches the coordinator and
 // Run returns nil; the client is finished.
 func TestLeave(t *testing.T) {
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	f := startFake(t, "c1", clock, sq)
 	var rec drainRecorder
 	var h *runHandle
@@ -485,7 +486,7 @@ func TestGuardStopsWhenCoordinatorSilent(t *testing.T) {
 		{"coordinator gone", func(t *testing.T, f *fakeCoord) { f.quiesce(t); f.kill() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock, sq := newManualClock(), &seq{}
+			clock, sq := clocktest.New(clocktest.Start), &seq{}
 			f := startFake(t, "c1", clock, sq)
 			h := startClient(t, clock, []string{f.addr}, nil)
 			waitElements(t, h.c, 2)
@@ -521,7 +522,7 @@ func TestGuardStopsWhenCoordinatorSilent(t *testing.T) {
 
 // TestCallbackPanicsAreContained: a panicking OnLease does not stop the lease stream.
 func TestCallbackPanicsAreContained(t *testing.T) {
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	f := startFake(t, "c1", clock, sq)
 	h := startClient(t, clock, []string{f.addr}, func(cfg *Config) {
 		cfg.OnLease = func(lease.Lease) { panic("test hook bug") }
@@ -534,7 +535,7 @@ func TestCallbackPanicsAreContained(t *testing.T) {
 
 // TestRejectedSetupRetries: REJECTED_SETUP is retried with backoff until the coordinator accepts.
 func TestRejectedSetupRetries(t *testing.T) {
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	f := startFake(t, "c1", clock, sq)
 	f.set(func(f *fakeCoord) { f.rejectSetup = true })
 	logs := &syncBuffer{}
@@ -557,7 +558,7 @@ func TestRejectedSetupRetries(t *testing.T) {
 // TestNoGoroutineLeak: after redirects, reconnects and the end of Run, no goroutine of this package or
 // of rsocket-go's connections is left.
 func TestNoGoroutineLeak(t *testing.T) {
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	leader := startFake(t, "leader", clock, sq)
 	follower := startFake(t, "follower", clock, sq)
 	follower.set(func(f *fakeCoord) { f.follower, f.leaderID, f.leaderAddr = true, "leader", leader.addr })
@@ -647,7 +648,7 @@ func TestConnectionClosingDuringSubscribe(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() { testHookBeforeFirstDemand = nil })
-	clock, sq := newManualClock(), &seq{}
+	clock, sq := clocktest.New(clocktest.Start), &seq{}
 	f := startFake(t, "c1", clock, sq)
 	h := startClient(t, clock, []string{f.addr}, nil)
 	<-closed
@@ -705,7 +706,7 @@ func TestSilentCoordinatorIsLeft(t *testing.T) {
 	hole := startBlackHole(t)
 	// Keepalive stays at its default: rsocket-go writes SETUP from the dialing goroutine while its
 	// writer goroutine may already send the first KEEPALIVE, a data race that a short period exposes.
-	h := startClient(t, newManualClock(), []string{hole.ln.Addr().String()}, func(cfg *Config) {
+	h := startClient(t, clocktest.New(clocktest.Start), []string{hole.ln.Addr().String()}, func(cfg *Config) {
 		cfg.KeepaliveLifetime = 2 * DefaultKeepalive
 	})
 	eventually(t, "three connections to the silent coordinator", func() bool {

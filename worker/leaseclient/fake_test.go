@@ -21,6 +21,7 @@ import (
 	"github.com/rsocket/rsocket-go/rx/flux"
 	"github.com/rsocket/rsocket-go/rx/mono"
 
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -28,26 +29,6 @@ func TestMain(m *testing.M) {
 	// rsocket-go logs connection teardown on its global logger; the tests provoke plenty of it.
 	rslogger.SetLogger(nil)
 	os.Exit(m.Run())
-}
-
-// manualClock is a lease.Clock that moves only when told to.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newManualClock() *manualClock { return &manualClock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // seq orders events across the client hooks and the fake coordinators of one test.
@@ -89,7 +70,7 @@ type fakeCoord struct {
 	t      *testing.T
 	id     string
 	addr   string
-	clock  *manualClock
+	clock  *clocktest.Manual
 	seq    *seq
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -118,7 +99,7 @@ type fakeCoord struct {
 	socks       map[rsocket.CloseableRSocket]chan struct{}
 }
 
-func startFake(t *testing.T, id string, clock *manualClock, sq *seq) *fakeCoord {
+func startFake(t *testing.T, id string, clock *clocktest.Manual, sq *seq) *fakeCoord {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
