@@ -106,12 +106,24 @@ func (s *Scanner) run(ctx context.Context, scope opScope, need time.Duration,
 	}
 	end := s.inflight.begin(scope) // before the check: see inflight
 	defer end()
+	// The operation's deadline counts from before the check, which found the lease valid for need
+	// plus margin from then on: however long this goroutine is stalled after the check (a GC
+	// pause, a SIGSTOP), the deadline never outlives the lease. Executors and the CQL driver stop
+	// at it; the stock HTTP executor checks it again as the request's first byte is written.
+	deadline := time.Now().Add(need)
 	l, err := check(need)
 	if err != nil {
 		return s.refused(err)
 	}
-	opCtx, cancel := context.WithTimeout(ctx, need)
+	opCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStopped, err)
+	}
+	if !time.Now().Before(deadline) {
+		// Stalled past the deadline between the check and here: the lease may have ended.
+		return s.refused(fmt.Errorf("%w: stalled past the operation's deadline after the guard's check", lease.ErrLeaseTooShort))
+	}
 	return s.failed(fn(opCtx, l))
 }
 

@@ -67,6 +67,11 @@ type Outcome struct {
 // timeout) and must be safe for concurrent use. A step may be executed more than once (a worker
 // crashed between the call and its COMMITTED marker), so executors pass Task.TransactionID on as an
 // idempotency key.
+//
+// ctx's deadline ends before the lease the execution runs under does. An executor must not start
+// its side effect once ctx is done, and should look as late as it can: a worker paused after its
+// guard's check (a GC pause, a SIGSTOP) may resume after its lease ended. The stock HTTP executor
+// checks as the request's first byte is written (executor.ErrFenced).
 type Executor interface {
 	Execute(ctx context.Context, t Task) Outcome
 }

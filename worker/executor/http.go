@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"syscall"
+	"time"
 
 	"github.com/retryring/retryring/worker"
 )
@@ -31,8 +32,13 @@ type HTTPConfig struct {
 	// URL receives a POST per task. Required: http or https.
 	URL string
 	// Client sends the requests. Default: a client with its own transport and no overall timeout
-	// (the worker bounds every execution through its context).
+	// (the worker bounds every execution through its context), whose connections refuse to write
+	// a request past its context's deadline (see ErrFenced). A Client given here sends without
+	// that fence.
 	Client *http.Client
+
+	// now is the fence's clock; tests stall it.
+	now func() time.Time
 }
 
 // HTTP is the Executor of the binary: one JSON POST per task.
@@ -49,9 +55,11 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	}
 	c := cfg.Client
 	if c == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 128 // a worker runs up to --concurrency calls to one host
-		c = &http.Client{Transport: tr}
+		now := cfg.now
+		if now == nil {
+			now = time.Now
+		}
+		c = &http.Client{Transport: fencedTransport(now)}
 	}
 	return &HTTP{url: u.String(), client: c}, nil
 }
@@ -96,7 +104,7 @@ func (h *HTTP) Execute(ctx context.Context, t worker.Task) worker.Outcome {
 	if err != nil {
 		return worker.Outcome{Kind: worker.Permanent, Err: fmt.Errorf("executor: encode task: %w", err)}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(withFence(ctx), http.MethodPost, h.url, bytes.NewReader(body))
 	if err != nil {
 		return worker.Outcome{Kind: worker.Permanent, Err: fmt.Errorf("executor: build request: %w", err)}
 	}
@@ -141,6 +149,8 @@ func Classify(status int) worker.OutcomeKind {
 func transportError(ctx context.Context, err error) error {
 	var ne net.Error
 	switch {
+	case errors.Is(err, ErrFenced):
+		return err
 	case ctx.Err() != nil:
 		return fmt.Errorf("executor: timeout: %w", err)
 	case errors.Is(err, syscall.ECONNREFUSED):
