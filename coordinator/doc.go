@@ -27,6 +27,9 @@
 //	<-sigterm
 //	n.Close() // hands leadership over first
 //
+// The admin HTTP listener serves GET / (the ring page, page.go), GET /v1/ring (the same view as
+// JSON), /healthz, /readyz and /metrics (metrics.go); all of them read the view, none decides.
+//
 // Time that decides anything comes from Config.Clock; the pure decisions (which holds may expire,
 // which members are down) live in decide.go and are tested on a manual clock.
 package coordinator

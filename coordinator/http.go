@@ -20,6 +20,7 @@ const (
 	PathHealthz  = "/healthz"
 	PathReadyz   = "/readyz"
 	PathRegister = "/v1/internal/register"
+	PathMetrics  = "/metrics"
 )
 
 type route struct {
@@ -28,9 +29,11 @@ type route struct {
 }
 
 // httpHandler serves the admin API. Every answer is JSON, errors included: unknown paths 404,
-// a known path with the wrong method 405.
+// a known path with the wrong method 405; except the ring page (HTML) and /metrics (Prometheus).
 func (n *Node) httpHandler() http.Handler {
 	routes := map[string]route{
+		PathPage:     {http.MethodGet, n.servePage},
+		PathMetrics:  {http.MethodGet, n.serveMetrics},
 		PathRing:     {http.MethodGet, n.serveRing},
 		PathHealthz:  {http.MethodGet, n.serveHealthz},
 		PathReadyz:   {http.MethodGet, n.serveReadyz},

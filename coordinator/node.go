@@ -25,6 +25,7 @@ type Node struct {
 	fsm     *fsm.FSM
 	conns   *connRegistry
 	retired *retiredSet
+	metrics *nodeMetrics
 
 	// Set by Start, read-only afterwards.
 	raft        *raft.Raft
@@ -63,6 +64,7 @@ func New(cfg Config) (*Node, error) {
 		retired:      newRetiredSet(),
 	}
 	n.conns = newConnRegistry(n.connsChanged, n.retired.has)
+	n.metrics = newNodeMetrics(n)
 	return n, nil
 }
 
@@ -278,6 +280,12 @@ func (n *Node) currentTerm() *leaderTerm {
 
 // leaderErr is the error a follower answers with: not_leader with the leader's id and RSocket
 // address, or no_leader when it knows no leader whose address it could give.
+// redirect is leaderErr for a worker's request this node cannot serve, counted for /metrics.
+func (n *Node) redirect() error {
+	n.metrics.notLeader.Add(1)
+	return n.leaderErr()
+}
+
 func (n *Node) leaderErr() error {
 	id, addr := n.Leader()
 	switch {

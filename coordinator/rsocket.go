@@ -218,7 +218,7 @@ func (n *Node) requestResponse(c *workerConn, p payload.Payload) mono.Mono {
 		return mono.Error(wireFailure(fmt.Errorf("%w: %q", lease.ErrUnknownRoute, req.route)))
 	}
 	if n.currentTerm() == nil {
-		return mono.Error(wireFailure(n.leaderErr()))
+		return mono.Error(wireFailure(n.redirect()))
 	}
 	return mono.Create(func(_ context.Context, sink mono.Sink) {
 		// Commits block for a round trip or more: never in rsocket-go's dispatch goroutines.
@@ -299,7 +299,7 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 	}
 	t := n.currentTerm()
 	if t == nil {
-		return flux.Error(wireFailure(n.leaderErr()))
+		return flux.Error(wireFailure(n.redirect()))
 	}
 	if n.retired.has(c.member) {
 		return flux.Error(wireFailure(&lease.WireError{Code: lease.CodeDuplicate,
@@ -318,7 +318,7 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 		c.mu.Lock()
 		delete(c.streams, s)
 		c.mu.Unlock()
-		return flux.Error(wireFailure(n.leaderErr()))
+		return flux.Error(wireFailure(n.redirect()))
 	}
 	n.connsChanged() // the leader joins the member
 	return s.flux()

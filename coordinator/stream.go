@@ -238,6 +238,7 @@ func (s *leaseStream) step() (ended bool) {
 	s.lastEpoch = el.Epoch
 	s.mu.Unlock()
 	s.signal("next", func() { sink.Next(payload.New(data, nil)) })
+	s.n.metrics.leasesSent.Add(1)
 	if el.Epoch != lastEpoch {
 		s.log.Info().Uint64("epoch", el.Epoch).Int("node_index", el.NodeIndex).Int("node_count", el.NodeCount).
 			Interface("ranges", el.Ranges).Msg("lease sent")

@@ -359,6 +359,9 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			continue
 		}
 		t.markProposed(c, now)
+		if _, ok := c.(*fsm.Expire); ok {
+			t.n.metrics.expiriesSent.Add(1)
+		}
 		t.log.Info().Str("command", commandName(c)).Interface("args", c).Msg("committed")
 	}
 	if len(cmds) > 0 {

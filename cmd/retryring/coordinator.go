@@ -57,7 +57,7 @@ leadership to another voter before it stops.`,
 	fs.StringVar(&cfg.NodeID, "node-id", coordinator.DefaultNodeID, "this node's id in Raft and in the ring view")
 	fs.StringVar(&cfg.RaftAddr, "raft-addr", "127.0.0.1:7400", "Raft listen address")
 	fs.StringVar(&cfg.RSocketAddr, "rsocket-addr", "127.0.0.1:7878", "RSocket listen address for workers")
-	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7480", "admin HTTP listen address (/v1/ring, /healthz, /readyz, /metrics)")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7480", "admin HTTP listen address (/ ring page, /v1/ring, /healthz, /readyz, /metrics)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "Raft log and snapshots (default data/<node-id>)")
 	fs.StringVar(&peers, "peers", "", "every voter as id=raftaddr,... (the same on every node); empty: a single-node cluster")
 	fs.StringVar(&cfg.RSocketAdvertise, "rsocket-advertise", "", "RSocket address workers are redirected to (default: the bound address)")

@@ -11,7 +11,7 @@
 //     the regular services would, through the recorder's W+1 path;
 //  4. shows live progress about once a second: per window recorded, pending, done, retried and
 //     dead-lettered; a progress bar of the drain; which worker holds which tokens; the leader and
-//     its ring page (GET /v1/ring). On a terminal the frame is redrawn in place with events
+//     its ring page (GET /, HTML; the same view as JSON at GET /v1/ring). On a terminal the frame is redrawn in place with events
 //     printed above it; otherwise each frame is one plain line;
 //  5. once the first window opened: lets the downstream recover after Duration503, kills the
 //     busiest worker with SIGKILL and launches it again, kills the coordinator leader with SIGKILL

@@ -23,7 +23,7 @@ type view struct {
 	Phase        string
 	Keyspace     string
 	Ring         lease.RingKey
-	// AdminURL is the leader's GET /v1/ring; Leader and Term are "" / 0 while none is known.
+	// AdminURL is the leader's ring page (GET /); Leader and Term are "" / 0 while none is known.
 	AdminURL string
 	Leader   string
 	Term     uint64

@@ -213,7 +213,7 @@ func (r *runner) startFleet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("demo: no coordinator leader: %w", err)
 	}
-	r.screen.say(fmt.Sprintf("%d coordinators up; leader %s; ring page %s", r.cfg.Coordinators, co.ID, co.URL("/v1/ring")))
+	r.screen.say(fmt.Sprintf("%d coordinators up; leader %s; ring page %s", r.cfg.Coordinators, co.ID, co.URL("/")))
 	if err := r.fleet.startWorkers(ctx); err != nil {
 		return fmt.Errorf("demo: start workers: %w", err)
 	}
@@ -396,7 +396,7 @@ func (r *runner) view(now time.Time, l Ledger, rate float64, burstDone bool, dra
 		MaxWindows: tableWindows,
 	}
 	if co != nil && co.Running() {
-		v.AdminURL, v.Leader, v.Term = co.URL("/v1/ring"), co.ID, rv.RaftTerm
+		v.AdminURL, v.Leader, v.Term = co.URL("/"), co.ID, rv.RaftTerm
 		ring := ringOf(rv, r.cfg.Ring)
 		v.Generation = ring.Generation
 		v.Members = members(ring, now)
@@ -651,7 +651,7 @@ func (r *runner) killLeader(ctx context.Context) {
 		if next, err := r.fleet.waitLeader(wctx); err == nil {
 			_, v, _ := r.fleet.leader(wctx)
 			r.event("coordinator %s is the new leader (term %d), %v after the kill; ring page now %s",
-				next.ID, v.RaftTerm, r.now().Sub(killedAt).Round(10*time.Millisecond), next.URL("/v1/ring"))
+				next.ID, v.RaftTerm, r.now().Sub(killedAt).Round(10*time.Millisecond), next.URL("/"))
 		}
 		if !sleep(ctx, max(r.cfg.Schedule.LeaderRestart-r.now().Sub(killedAt), 0)) {
 			return

@@ -1,0 +1,109 @@
+package coordinator
+
+import (
+	"net/http"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// nodeMetrics are the coordinator's Prometheus metrics, one registry per node (a test process
+// runs several nodes). Gauges are read from Raft and the committed state at scrape time; the
+// counters count what only the node's code paths see.
+type nodeMetrics struct {
+	registry     *prometheus.Registry
+	leasesSent   atomic.Uint64 // lease elements written to workers' streams
+	notLeader    atomic.Uint64 // worker requests answered not_leader or no_leader
+	expiriesSent atomic.Uint64 // Expire commands committed by this node as leader
+}
+
+func newNodeMetrics(n *Node) *nodeMetrics {
+	m := &nodeMetrics{registry: prometheus.NewRegistry()}
+	m.registry.MustRegister(nodeCollector{n: n, m: m})
+	return m
+}
+
+func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
+
+var (
+	descLeader     = prometheus.NewDesc("retryring_coordinator_is_leader", "1 while this node is the Raft leader.", nil, nil)
+	descRaftState  = prometheus.NewDesc("retryring_coordinator_raft_state", "1 for the Raft state this node is in.", []string{"state"}, nil)
+	descTerm       = prometheus.NewDesc("retryring_coordinator_raft_term", "The current Raft term.", nil, nil)
+	descCommit     = prometheus.NewDesc("retryring_coordinator_raft_commit_index", "The Raft commit index this node knows.", nil, nil)
+	descApplied    = prometheus.NewDesc("retryring_coordinator_raft_applied_index", "The last Raft index applied to this node's state.", nil, nil)
+	descLeaderKnow = prometheus.NewDesc("retryring_coordinator_leader_known", "1 while this node knows a leader.", nil, nil)
+	descConns      = prometheus.NewDesc("retryring_coordinator_worker_connections", "Worker connections open on this node.", nil, nil)
+	ringLabels     = []string{"region", "cluster", "service"}
+	descMembers    = prometheus.NewDesc("retryring_coordinator_ring_members", "Members of a ring by state (active, joining, departed).", append(ringLabels, "state"), nil)
+	descGeneration = prometheus.NewDesc("retryring_coordinator_ring_generation", "A ring's generation: it grows with every membership change.", ringLabels, nil)
+	descAssigned   = prometheus.NewDesc("retryring_coordinator_ring_assigned_ratio", "Share of a ring's tokens assigned to active members (1 once settled).", ringLabels, nil)
+	descSent       = prometheus.NewDesc("retryring_coordinator_lease_elements_sent_total", "Lease elements sent to workers by this node as leader.", nil, nil)
+	descNotLeader  = prometheus.NewDesc("retryring_coordinator_redirects_total", "Worker requests this node answered not_leader or no_leader (served by the leader only).", nil, nil)
+	descExpiries   = prometheus.NewDesc("retryring_coordinator_expiries_total", "Expire commands this node committed as leader (holds of departed members that ran out).", nil, nil)
+)
+
+// nodeCollector reads the node's state at scrape time.
+type nodeCollector struct {
+	n *Node
+	m *nodeMetrics
+}
+
+func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLeader, descRaftState, descTerm, descCommit, descApplied, descLeaderKnow,
+		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries} {
+		ch <- d
+	}
+}
+
+func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	counter(descSent, c.m.leasesSent.Load())
+	counter(descNotLeader, c.m.notLeader.Load())
+	counter(descExpiries, c.m.expiriesSent.Load())
+	gauge(descConns, float64(len(n.conns.snapshot())))
+	if n.raft == nil {
+		return
+	}
+	state := n.raft.State()
+	gauge(descLeader, b2f(state == raft.Leader))
+	for _, s := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+		gauge(descRaftState, b2f(s == state), s.String())
+	}
+	gauge(descTerm, float64(n.raft.CurrentTerm()))
+	gauge(descCommit, float64(n.raft.CommitIndex()))
+	gauge(descApplied, float64(n.raft.AppliedIndex()))
+	_, leader := n.raft.LeaderWithID()
+	gauge(descLeaderKnow, b2f(leader != ""))
+	for _, r := range n.View().Rings {
+		count := map[string]int{MemberActive: 0, MemberJoining: 0, MemberDeparted: 0}
+		assigned := 0.0
+		for _, m := range r.Members {
+			count[m.State]++
+			if m.State == MemberActive {
+				assigned += sharePercent(m.Ranges) / 100
+			}
+		}
+		for state, k := range count {
+			gauge(descMembers, float64(k), r.Region, r.Cluster, r.Service, state)
+		}
+		gauge(descGeneration, float64(r.Generation), r.Region, r.Cluster, r.Service)
+		gauge(descAssigned, assigned, r.Region, r.Cluster, r.Service)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
