@@ -39,8 +39,8 @@ func (s *Store) MarkCommitted(ctx context.Context, transactionID, span, owner st
 
 // MarkDeadLettered writes DEAD_LETTERED after the step's dead letter was stored, kept for
 // retention (DefaultMarkerRetention when zero): while it lives, the step is not executed again.
-// Replaying a dead letter is an operator's act: record the transaction again with a new span, or
-// delete this marker first.
+// Replaying a dead letter is an operator's act: delete this marker, then record the transaction
+// again (recorded again with the marker in place, the step is finished without a call).
 func (s *Store) MarkDeadLettered(ctx context.Context, transactionID, span, owner string, at time.Time, retention time.Duration) error {
 	if retention == 0 {
 		retention = DefaultMarkerRetention

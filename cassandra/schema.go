@@ -272,8 +272,8 @@ var tableDDL = []string{
     last_error          text,
     dead_at             timestamp,
     worker_id           text,
-    PRIMARY KEY ((region, cluster, service_name, dead_day), transaction_id)
-) WITH CLUSTERING ORDER BY (transaction_id ASC)
+    PRIMARY KEY ((region, cluster, service_name, dead_day), transaction_id, stacksaga_impl_type)
+) WITH CLUSTERING ORDER BY (transaction_id ASC, stacksaga_impl_type ASC)
   AND ` + optsDeadLetters + `
   AND comment = 'Failures given up on (permanent, or out of attempts), by the UTC day they were given up on. Kept until an operator acts.'`,
 

@@ -130,6 +130,10 @@ func (s *Store) WithGuard(guard func(context.Context) error) *Store {
 }
 
 func (s *Store) check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		// Past its deadline already (a caller stalled after its lease check): do not send.
+		return fmt.Errorf("cassandra: not sent: %w", err)
+	}
 	if s.guard == nil {
 		return nil
 	}

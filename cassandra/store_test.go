@@ -341,4 +341,17 @@ func TestDeadLetters(t *testing.T) {
 		g.Transaction.Attempt != 10 || g.Transaction.ImplType != "Ship" {
 		t.Fatalf("dead letter = %+v, want %+v", g, dl)
 	}
+	// Another step of the same transaction given up on the same day is a row of its own (its
+	// marker is its own too); the same step again overwrites its row (a retried write).
+	pay := dl
+	pay.Transaction.ImplType, pay.LastStatus = "Pay", 422
+	for _, d := range []cassandra.DeadLetter{pay, dl} {
+		if err := st.InsertDeadLetter(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = st.ListDeadLetters(ctx, window.Date{Year: 2026, Month: time.March, Day: 3})
+	if err != nil || len(got) != 2 || got[0].Transaction.ImplType != "Pay" || got[0].LastStatus != 422 || got[1].Transaction.ImplType != "Ship" {
+		t.Fatalf("two steps of tx-9 dead-lettered: %+v, %v; want Pay and Ship", got, err)
+	}
 }

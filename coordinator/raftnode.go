@@ -102,8 +102,16 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	parts.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &streamLayer{Listener: ln, advertise: advertiseAddr(n.raftAddr), dial: dial},
 		MaxPool: 3,
-		Timeout: raftTransportTimeout,
-		Logger:  rlog,
+		// One AppendEntries in flight per follower: raft's own switch for synchronous
+		// replication. With the default (2) the pipeline's channels are unbuffered, and a
+		// follower answering Success=false (as one that restarted behind the leader's log does)
+		// can park the pipeline's sender and decoder on each other for good: that follower then
+		// gets heartbeats but no entries, and Shutdown waits on the stuck replication (the
+		// mechanism grafana/pyroscope#5518 traced; a Shutdown hung here once after a restart).
+		// The coordinator's log is a few small commands per second.
+		MaxRPCsInFlight: 1,
+		Timeout:         raftTransportTimeout,
+		Logger:          rlog,
 	})
 
 	rc := raft.DefaultConfig()
@@ -120,7 +128,7 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: read raft state: %w", err))
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, unpipelined{parts.transport})
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, parts.transport)
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: start raft: %w", err))
 	}
@@ -145,20 +153,6 @@ func (n *Node) bootstrapConfiguration() raft.Configuration {
 		c.Servers = append(c.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
 	}
 	return c
-}
-
-// unpipelined is the network transport without pipelined replication: the leader sends each
-// follower one AppendEntries at a time. With the default MaxRPCsInFlight the pipeline's channels
-// are unbuffered, and a follower answering Success=false (as one that restarted behind the
-// leader's log does) can park the pipeline's sender and decoder on each other for good: that
-// follower then gets heartbeats but no entries, and Shutdown waits on the stuck replication
-// (the mechanism grafana/pyroscope#5518 traced; a Shutdown hung here once after a restart). The
-// coordinator's log is a few small commands per second, which plain AppendEntries carries
-// without a pipeline's throughput. Raft treats the error as "not supported" and logs nothing.
-type unpipelined struct{ *raft.NetworkTransport }
-
-func (unpipelined) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
-	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
 // awaitFuture waits for an Apply or Barrier future, or until the node stops. hashicorp/raft can

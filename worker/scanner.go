@@ -108,8 +108,12 @@ func (s *Scanner) run(ctx context.Context, scope opScope, need time.Duration,
 	defer end()
 	// The operation's deadline counts from before the check, which found the lease valid for need
 	// plus margin from then on: however long this goroutine is stalled after the check (a GC
-	// pause, a SIGSTOP), the deadline never outlives the lease. Executors and the CQL driver stop
-	// at it; the stock HTTP executor checks it again as the request's first byte is written.
+	// pause, a SIGSTOP), the deadline never outlives the lease. Executors stop at it (the stock
+	// HTTP executor checks it again as each request is written). The Store checks it before every
+	// query; gocql itself may still send a query whose context just ended (it picks at random
+	// between a done context and a free stream), so a late CQL write stays possible, which the
+	// data plane tolerates: every write is idempotent, and a bucket is deleted only when all its
+	// rows are finished, whoever finished them.
 	deadline := time.Now().Add(need)
 	l, err := check(need)
 	if err != nil {

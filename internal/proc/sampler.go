@@ -23,9 +23,10 @@ type LeaseReport struct {
 	// as uncovered from the moment the leader shows it departed.
 	Leader Coverage
 	// Workers is the coverage by the workers' own answers (GET /readyz of every worker): a part
-	// of the ring is covered while a running worker holds a lease on it whose end, as that
-	// worker last reported it (lease_left_ms after its answer), has not passed. A killed
-	// worker's lease ends with its process; a frozen one's when its last reported lease runs out.
+	// of the ring is covered while a running worker holds a lease on it that can still admit an
+	// operation: lease_left_ms, counted from the moment the poll was sent, less usableReserve.
+	// A killed worker's lease ends with its process; a frozen one's when its last reported
+	// lease runs out.
 	Workers Coverage
 }
 
@@ -166,6 +167,12 @@ type workerAnswer struct {
 	ready   bool
 }
 
+// usableReserve is the part of a lease no operation can use: the worker's guard admits an
+// operation only while the lease has its timeout plus the guard's margin left, and the shortest
+// is a query (default 500 ms) plus the margin (100 ms). A lease counts as usable until that much
+// is left.
+const usableReserve = 600 * time.Millisecond
+
 // workerPollTimeout bounds one /readyz poll; a frozen worker does not answer at all.
 const workerPollTimeout = 500 * time.Millisecond
 
@@ -177,11 +184,11 @@ func (s *LeaseSampler) pollWorker(ctx context.Context, w *Worker) workerAnswer {
 	}
 	ctx, cancel := context.WithTimeout(ctx, workerPollTimeout)
 	defer cancel()
+	at := time.Now() // before the worker answered: its lease ends no earlier than at + lease_left
 	status, body, err := get(ctx, w.URL("/readyz"))
 	if err != nil {
 		return a
 	}
-	at := time.Now()
 	var r struct {
 		Ready       bool              `json:"ready"`
 		Ranges      []lease.WireRange `json:"ranges"`
@@ -196,7 +203,8 @@ func (s *LeaseSampler) pollWorker(ctx context.Context, w *Worker) workerAnswer {
 		a.known = false
 		return a
 	}
-	a.ready, a.held = true, heldLease{ranges: rs, until: at.Add(time.Duration(r.LeaseLeftMs) * time.Millisecond)}
+	usable := time.Duration(r.LeaseLeftMs)*time.Millisecond - usableReserve
+	a.ready, a.held = true, heldLease{ranges: rs, until: at.Add(usable)}
 	return a
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -27,32 +26,41 @@ var ErrFenced = errors.New("executor: deadline passed before the request was sen
 // connection, so the deadline is set on the connection as the request gets it (httptrace's
 // GotConn) and checked on each write of that request. What remains is closed only by the
 // downstream service itself, which receives lease_epoch and the Idempotency-Key for that.
+//
+// Every write of a request is checked, not only its first: a task's JSON fits the transport's
+// write buffer with its headers, so a request goes out in one write and is refused whole; a
+// request split over writes and refused midway is cut short, which no server executes.
 
 // fencedConn is a connection that refuses writes once the current request's deadline passed.
 type fencedConn struct {
 	net.Conn
 	now      func() time.Time
-	deadline atomic.Int64 // unix nanoseconds; 0: no request armed it
+	deadline atomic.Pointer[time.Time] // nil: no request armed it
 }
 
+// arm sets the deadline of the request the connection carries next; zero disarms. The time keeps
+// its monotonic reading, so that a step of the wall clock neither lets a late write out nor
+// refuses a timely one.
 func (c *fencedConn) arm(deadline time.Time) {
 	if deadline.IsZero() {
-		c.deadline.Store(0)
+		c.deadline.Store(nil)
 		return
 	}
-	c.deadline.Store(deadline.UnixNano())
+	c.deadline.Store(&deadline)
 }
 
 func (c *fencedConn) Write(b []byte) (int, error) {
-	if d := c.deadline.Load(); d != 0 && c.now().UnixNano() >= d {
+	if d := c.deadline.Load(); d != nil && !c.now().Before(*d) {
 		return 0, ErrFenced
 	}
 	return c.Conn.Write(b)
 }
 
-// fencedTransport returns a transport whose connections are fencedConns. HTTPS is dialled and
-// handshaken here (so that the fence sits above TLS and sees each request's writes), which keeps
-// such connections on HTTP/1.1: HTTP/2 would multiplex several requests on one connection.
+// fencedTransport returns a transport whose connections are fencedConns. TLS, when the URL is
+// https, is layered by the transport on top of the fencedConn (directly, or through a proxy's
+// CONNECT tunnel), so the fence sees the encrypted records of each request before they are
+// written. HTTP/2 stays off (a custom dialer and ForceAttemptHTTP2 false): it would multiplex
+// several requests, with different deadlines, on one connection.
 func fencedTransport(now func() time.Time) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 128 // a worker runs up to --concurrency calls to one host
@@ -65,35 +73,29 @@ func fencedTransport(now func() time.Time) *http.Transport {
 		}
 		return &fencedConn{Conn: c, now: now}, nil
 	}
-	tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		raw, err := dialer.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			raw.Close()
-			return nil, fmt.Errorf("executor: dial %s: %w", addr, err)
-		}
-		tc := tls.Client(raw, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
-		if err := tc.HandshakeContext(ctx); err != nil {
-			raw.Close()
-			return nil, err
-		}
-		return &fencedConn{Conn: tc, now: now}, nil
-	}
 	return tr
 }
 
 // withFence arms the connection that will carry the request of ctx with ctx's deadline, or
-// disarms it when ctx has none (a kept-alive connection still holds its last request's).
+// disarms it when ctx has none (a kept-alive connection still holds its last request's). The
+// transport calls GotConn on the caller's goroutine before it hands the request to the
+// connection's writer, for new and reused connections alike, retries included.
 func withFence(ctx context.Context) context.Context {
 	deadline, _ := ctx.Deadline()
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
-			if c, ok := info.Conn.(*fencedConn); ok {
+			if c := fenceOf(info.Conn); c != nil {
 				c.arm(deadline)
 			}
 		},
 	})
+}
+
+// fenceOf finds the fencedConn under a connection the transport hands out: itself, or under TLS.
+func fenceOf(c net.Conn) *fencedConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	fc, _ := c.(*fencedConn)
+	return fc
 }

@@ -85,3 +85,33 @@ func TestFenceStopsARequestPastItsDeadline(t *testing.T) {
 		t.Errorf("server hits %d, want 3", n)
 	}
 }
+
+// TestFenceHoldsOverTLS: with an https URL the transport layers TLS over the fenced connection;
+// the fence still refuses a stalled request, and lets a timely one through.
+func TestFenceHoldsOverTLS(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewTLSServer(countingServer(&hits))
+	defer srv.Close()
+	clock := &stallingClock{}
+	ex, err := NewHTTP(HTTPConfig{URL: srv.URL, now: clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Trust the test server's certificate; everything else is the stock fenced transport.
+	ex.client.Transport.(*http.Transport).TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	run := func() worker.Outcome {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return ex.Execute(ctx, task())
+	}
+	if out := run(); out.Kind != worker.Done || hits.Load() != 1 {
+		t.Fatalf("not stalled over TLS: %+v, %d hits; want Done, 1", out, hits.Load())
+	}
+	clock.stall(time.Minute)
+	if out := run(); out.Kind != worker.Transient {
+		t.Errorf("stalled over TLS: %+v, want Transient", out)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("server hits %d: a stalled request went through over TLS", n)
+	}
+}

@@ -43,3 +43,13 @@ func TestAwaitFutureReturnsWhenTheNodeStops(t *testing.T) {
 		t.Fatal("awaitFuture still waiting after the node stopped")
 	}
 }
+
+// TestReplicationIsNotPipelined: the transport refuses a pipeline, so Raft replicates with one
+// AppendEntries at a time (see startRaft for the deadlock pipelining risks).
+func TestReplicationIsNotPipelined(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.leader()
+	if _, err := n.parts.transport.AppendEntriesPipeline("peer", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("AppendEntriesPipeline: %v, want ErrPipelineReplicationNotSupported", err)
+	}
+}
