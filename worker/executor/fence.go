@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -36,12 +37,14 @@ type fencedConn struct {
 	net.Conn
 	now      func() time.Time
 	deadline atomic.Pointer[time.Time] // nil: no request armed it
+	refused  atomic.Bool               // a write of the armed request was refused
 }
 
 // arm sets the deadline of the request the connection carries next; zero disarms. The time keeps
 // its monotonic reading, so that a step of the wall clock neither lets a late write out nor
 // refuses a timely one.
 func (c *fencedConn) arm(deadline time.Time) {
+	c.refused.Store(false)
 	if deadline.IsZero() {
 		c.deadline.Store(nil)
 		return
@@ -51,6 +54,7 @@ func (c *fencedConn) arm(deadline time.Time) {
 
 func (c *fencedConn) Write(b []byte) (int, error) {
 	if d := c.deadline.Load(); d != nil && !c.now().Before(*d) {
+		c.refused.Store(true)
 		return 0, ErrFenced
 	}
 	return c.Conn.Write(b)
@@ -79,16 +83,33 @@ func fencedTransport(now func() time.Time) *http.Transport {
 // withFence arms the connection that will carry the request of ctx with ctx's deadline, or
 // disarms it when ctx has none (a kept-alive connection still holds its last request's). The
 // transport calls GotConn on the caller's goroutine before it hands the request to the
-// connection's writer, for new and reused connections alike, retries included.
-func withFence(ctx context.Context) context.Context {
+// connection's writer, for new and reused connections alike, retries included. fenced reports,
+// after the request failed, whether a connection refused it: which error net/http returns then
+// (the refused write, or the read side of the connection it closed) is a race of its own.
+func withFence(ctx context.Context) (_ context.Context, fenced func() bool) {
 	deadline, _ := ctx.Deadline()
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+	var mu sync.Mutex
+	var armed []*fencedConn
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			if c := fenceOf(info.Conn); c != nil {
 				c.arm(deadline)
+				mu.Lock()
+				armed = append(armed, c)
+				mu.Unlock()
 			}
 		},
 	})
+	return ctx, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range armed {
+			if c.refused.Load() {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // fenceOf finds the fencedConn under a connection the transport hands out: itself, or under TLS.

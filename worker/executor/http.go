@@ -104,7 +104,8 @@ func (h *HTTP) Execute(ctx context.Context, t worker.Task) worker.Outcome {
 	if err != nil {
 		return worker.Outcome{Kind: worker.Permanent, Err: fmt.Errorf("executor: encode task: %w", err)}
 	}
-	req, err := http.NewRequestWithContext(withFence(ctx), http.MethodPost, h.url, bytes.NewReader(body))
+	fctx, fenced := withFence(ctx)
+	req, err := http.NewRequestWithContext(fctx, http.MethodPost, h.url, bytes.NewReader(body))
 	if err != nil {
 		return worker.Outcome{Kind: worker.Permanent, Err: fmt.Errorf("executor: build request: %w", err)}
 	}
@@ -113,6 +114,9 @@ func (h *HTTP) Execute(ctx context.Context, t worker.Task) worker.Outcome {
 
 	resp, err := h.client.Do(req)
 	if err != nil {
+		if fenced() && !errors.Is(err, ErrFenced) {
+			err = fmt.Errorf("%w (%w)", ErrFenced, err)
+		}
 		return worker.Outcome{Kind: worker.Transient, Err: transportError(ctx, err)}
 	}
 	defer resp.Body.Close()
