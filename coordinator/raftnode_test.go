@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -51,5 +52,43 @@ func TestReplicationIsNotPipelined(t *testing.T) {
 	n := c.leader()
 	if _, err := n.parts.transport.AppendEntriesPipeline("peer", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
 		t.Fatalf("AppendEntriesPipeline: %v, want ErrPipelineReplicationNotSupported", err)
+	}
+}
+
+// TestCanSendOnlyWithinTheLeaderLeaseOfAQuorumContact: a leader may write lease elements only
+// while its term is ready and less than LeaderLeaseTimeout has passed since the start of the last
+// quorum contact it proved (VerifyLeader or a commit); an older proof never shortens a newer one,
+// and an ended term sends nothing.
+func TestCanSendOnlyWithinTheLeaderLeaseOfAQuorumContact(t *testing.T) {
+	const llt = 500 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	term := &leaderTerm{n: &Node{cfg: Config{LeaderLeaseTimeout: llt}}, ctx: ctx}
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+	term.extendVerified(t0)
+	if term.canSend(t0) {
+		t.Fatal("sent before the term was ready (its barrier not run)")
+	}
+	term.mu.Lock()
+	term.ready = true
+	term.mu.Unlock()
+	if !term.canSend(t0.Add(llt - time.Nanosecond)) {
+		t.Error("refused just inside the leader lease")
+	}
+	if term.canSend(t0.Add(llt)) {
+		t.Error("sent at the end of the leader lease: a newer leader may exist by then")
+	}
+	term.extendVerified(t0.Add(-time.Second)) // a late answer to an older verification
+	if term.canSend(t0.Add(llt)) {
+		t.Error("an older quorum contact extended the lease")
+	}
+	term.extendVerified(t0.Add(llt))
+	if !term.canSend(t0.Add(llt + llt/2)) {
+		t.Error("a newer quorum contact did not extend the lease")
+	}
+	cancel()
+	if term.canSend(t0.Add(llt + llt/2)) {
+		t.Error("an ended term still sends")
 	}
 }

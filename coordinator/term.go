@@ -194,7 +194,7 @@ func (t *leaderTerm) kickReconcile() {
 func (t *leaderTerm) verifyLoop() {
 	verify := func(renew bool) {
 		t0 := t.n.clock.Now()
-		if err := t.n.raft.VerifyLeader().Error(); err != nil {
+		if err := t.n.awaitFuture(t.n.raft.VerifyLeader()); err != nil {
 			t.log.Debug().Err(err).Msg("verify leader failed: not sending")
 			return
 		}

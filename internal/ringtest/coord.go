@@ -212,6 +212,15 @@ func (co *Coordinator) Cut() {
 	co.rsocketProxy.Cut()
 }
 
+// CutRaft cuts the node off from its Raft peers only: its workers stay connected to it. A
+// leader cut so keeps its lease streams open while a new leader is elected behind its back, the
+// case the deposed-leader rule (send only within LeaderLeaseTimeout of a quorum's contact) is for.
+func (co *Coordinator) CutRaft() {
+	co.c.rec.Note(Event{Kind: EventCoordCut, Coordinator: co.ID, Fault: true})
+	co.setFaulted(true)
+	co.raftProxy.Cut()
+}
+
 // Heal gives the node its network back.
 func (co *Coordinator) Heal() {
 	co.c.rec.Note(Event{Kind: EventCoordHealed, Coordinator: co.ID, Fault: true})

@@ -222,20 +222,24 @@ func TestNewIncarnationWaitsForTheOldLease(t *testing.T) {
 	}
 }
 
-// TestHungAndCutLeader takes the leader's network away (silent, then cut off): the others elect a
-// new leader, the workers move to it, and nothing is held twice at any instant.
+// TestHungAndCutLeader takes the leader's network away (silent; cut off; cut from its Raft peers
+// only, its workers still connected to it): the others elect a new leader, the workers move to it,
+// and nothing is held twice at any instant.
 func TestHungAndCutLeader(t *testing.T) {
-	for _, fault := range []string{"hang", "cut"} {
+	for _, fault := range []string{"hang", "cut", "raft-only"} {
 		t.Run(fault, func(t *testing.T) {
 			c := NewCluster(t, Options{})
 			c.AddWorker("a")
 			c.AddWorker("b")
 			c.WaitSettled(settleWait)
 			l := c.Leader()
-			if fault == "hang" {
+			switch fault {
+			case "hang":
 				l.Hang()
-			} else {
+			case "cut":
 				l.Cut()
+			default: // cut from its peers, still streaming to its workers
+				l.CutRaft()
 			}
 			if next := c.WaitReady(settleWait); next == l {
 				t.Fatalf("the partitioned coordinator %s still leads", l.ID)
