@@ -59,3 +59,33 @@ func TestStallAfterTheCheckIsNotExecuted(t *testing.T) {
 	}
 	e.assertDrained(DefaultMaxClockOffset)
 }
+
+// TestGuardDemandsEachOperationsOwnTimeout (invariant 5): a lease with enough time left for
+// queries but not for an execution lets the worker read its directory and rows, and executes
+// nothing: the guard is asked for the execution timeout before a call, not the query timeout.
+func TestGuardDemandsEachOperationsOwnTimeout(t *testing.T) {
+	e := newEnv(t, 1, noon)
+	w := e.win(window.DateOf(noon), 700)
+	e.record("pod-a", w, 10, "tx-1", "tx-2")
+	cfg := e.config("w0")
+	cfg.QueryTimeout, cfg.ExecTimeout = time.Second, 5*time.Second
+	ex := &recordingExecutor{}
+	// 3 s left on a clock that does not move: enough for a query (1 s + margin), not for an
+	// execution (5 s + margin).
+	sc := e.scanner(cfg, e.guard(fullRing(), 0, 1, 3*time.Second), ex)
+
+	res, err := sc.Cycle(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ex.all()); n != 0 {
+		t.Fatalf("executed %d rows on a lease too short for an execution", n)
+	}
+	s := sc.Stats()
+	if s.GuardRefusals < 2 || s.BucketsKept != 1 || s.BucketsDeleted != 0 {
+		t.Errorf("stats %+v (cycle %+v); want both executions refused and the bucket kept", s, res)
+	}
+	if e.count("es_retry_transactions_by_instance") != 2 {
+		t.Error("rows are gone although none was executed")
+	}
+}
