@@ -3,6 +3,7 @@ package coordinator
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,16 @@ func TestBadInputGetsClearErrorsAndNoCrash(t *testing.T) {
 	t.Run("SETUP without incarnation", func(t *testing.T) {
 		conn := dialRaw(t, addr)
 		conn.send(setupFrame([]byte(`{"worker_id":"w","region":"r","cluster":"c","service":"s"}`), lease.DataMIME, lease.MetadataMIME))
+		if we := conn.wireErrorFrame(core.ErrorCodeRejectedSetup); we.Code != lease.CodeBadSetup {
+			t.Fatalf("got %+v", we)
+		}
+	})
+	t.Run("SETUP with an oversized ring name", func(t *testing.T) {
+		// Every ring a SETUP names reaches the Raft log: a megabyte of service name is refused
+		// before anything is committed.
+		conn := dialRaw(t, addr)
+		big := strings.Repeat("s", 1<<20)
+		conn.send(setupFrame([]byte(`{"worker_id":"w","incarnation":"i","region":"r","cluster":"c","service":"`+big+`"}`), lease.DataMIME, lease.MetadataMIME))
 		if we := conn.wireErrorFrame(core.ErrorCodeRejectedSetup); we.Code != lease.CodeBadSetup {
 			t.Fatalf("got %+v", we)
 		}

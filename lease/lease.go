@@ -15,10 +15,18 @@ type RingKey struct {
 
 func (k RingKey) String() string { return k.Region + "/" + k.Cluster + "/" + k.Service }
 
-// Validate refuses empty names.
+// MaxRingNameBytes bounds each of a ring's names. Every ring a SETUP names is committed to the
+// Raft log and kept in every coordinator's state, so a client must not be able to make them
+// arbitrarily large; Cassandra's partition keys hold these names too.
+const MaxRingNameBytes = 128
+
+// Validate refuses empty names and names longer than MaxRingNameBytes.
 func (k RingKey) Validate() error {
 	if k.Region == "" || k.Cluster == "" || k.Service == "" {
 		return fmt.Errorf("%w: region, cluster and service must all be set (got %q)", ErrBadRequest, k.String())
+	}
+	if len(k.Region) > MaxRingNameBytes || len(k.Cluster) > MaxRingNameBytes || len(k.Service) > MaxRingNameBytes {
+		return fmt.Errorf("%w: region, cluster and service are limited to %d bytes each", ErrBadRequest, MaxRingNameBytes)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,7 +107,12 @@ func TestRingKeyValidate(t *testing.T) {
 	if err := (lease.RingKey{Region: "eu", Cluster: "c", Service: "s"}).Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []lease.RingKey{{}, {Region: "eu", Cluster: "c"}, {Cluster: "c", Service: "s"}, {Region: "eu", Service: "s"}} {
+	long := strings.Repeat("x", lease.MaxRingNameBytes+1)
+	if err := (lease.RingKey{Region: long[1:], Cluster: "c", Service: "s"}).Validate(); err != nil {
+		t.Fatalf("a name of exactly %d bytes: %v", lease.MaxRingNameBytes, err)
+	}
+	for _, k := range []lease.RingKey{{}, {Region: "eu", Cluster: "c"}, {Cluster: "c", Service: "s"}, {Region: "eu", Service: "s"},
+		{Region: long, Cluster: "c", Service: "s"}, {Region: "eu", Cluster: long, Service: "s"}, {Region: "eu", Cluster: "c", Service: long}} {
 		if err := k.Validate(); !errors.Is(err, lease.ErrBadRequest) {
 			t.Errorf("%+v: got %v", k, err)
 		}
