@@ -2,6 +2,7 @@ package leaseclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -553,6 +554,59 @@ func TestRejectedSetupRetries(t *testing.T) {
 	}
 	f.set(func(f *fakeCoord) { f.rejectSetup = false })
 	waitLease(t, h.c, "a lease once accepted", anyLease)
+}
+
+// TestBadElementsAreRefused: a coordinator that sends lease elements the client cannot trust
+// (not JSON, a range whose start is past its end, another worker's or another ring's lease, a
+// zero TTL) gets the stream ended with ErrProtocol and a reconnect; nothing of it reaches the
+// guard, and the client takes a good element as soon as one comes.
+func TestBadElementsAreRefused(t *testing.T) {
+	marshal := func(w lease.WireLease) []byte {
+		b, err := json.Marshal(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cases := map[string]func(lease.WireLease) []byte{
+		"not JSON": func(lease.WireLease) []byte { return []byte(`{"worker_id":`) },
+		"start past end": func(w lease.WireLease) []byte {
+			w.Ranges = []lease.WireRange{{Start: "10", End: "-10"}}
+			return marshal(w)
+		},
+		"token not int64": func(w lease.WireLease) []byte {
+			w.Ranges = []lease.WireRange{{Start: "0", End: "9223372036854775808"}}
+			return marshal(w)
+		},
+		"another worker": func(w lease.WireLease) []byte { w.WorkerID = "worker-2"; return marshal(w) },
+		"another ring":   func(w lease.WireLease) []byte { w.Ring.Service = "payments"; return marshal(w) },
+		"zero TTL":       func(w lease.WireLease) []byte { w.TTLMs = 0; return marshal(w) },
+	}
+	for name, corrupt := range cases {
+		t.Run(name, func(t *testing.T) {
+			clock, sq := clocktest.New(clocktest.Start), &seq{}
+			f := startFake(t, "c1", clock, sq)
+			f.set(func(f *fakeCoord) { f.corrupt = corrupt })
+			logs := &syncBuffer{}
+			h := startClient(t, clock, []string{f.addr}, func(cfg *Config) { cfg.Logger = zerolog.New(logs) })
+			eventually(t, "two refused streams and a reconnect", func() bool {
+				n := 0
+				f.read(func(f *fakeCoord) { n = len(f.setups) })
+				return n >= 2
+			})
+			if l, ok := h.c.Current(); ok {
+				t.Fatalf("installed a bad element: %+v", l)
+			}
+			if _, err := h.c.Guard().Check(0); err == nil {
+				t.Fatal("the guard allows operations on a bad element")
+			}
+			if !strings.Contains(logs.String(), ErrProtocol.Error()) {
+				t.Errorf("no protocol error logged; logs:\n%s", logs)
+			}
+			f.set(func(f *fakeCoord) { f.corrupt = nil })
+			waitLease(t, h.c, "a lease once the elements are good", anyLease)
+		})
+	}
 }
 
 // TestNoGoroutineLeak: after redirects, reconnects and the end of Run, no goroutine of this package or

@@ -85,6 +85,7 @@ type fakeCoord struct {
 	silent      bool
 	advance     time.Duration // clock advance between receiving a demand and answering it
 	assign      lease.WireLease
+	corrupt     func(lease.WireLease) []byte // when set, what is sent instead of each element
 	setups      []setupRecord
 	routes      []string
 	demandNs    []int
@@ -393,11 +394,15 @@ func (f *fakeCoord) produce(st *fakeStream, connDone <-chan struct{}, sink flux.
 		w.Ring = st.setup.Ring()
 		w.IssuedAtMs = f.clock.Now().UnixMilli()
 		f.answers = append(f.answers, answerRecord{demandAt: st.demandAt, sentAt: f.clock.Now(), epoch: w.Epoch})
+		corrupt := f.corrupt
 		f.mu.Unlock()
 		b, err := json.Marshal(w)
 		if err != nil {
 			f.t.Errorf("marshal: %v", err)
 			return
+		}
+		if corrupt != nil {
+			b = corrupt(w)
 		}
 		sink.Next(payload.New(b, nil))
 		f.sync()
