@@ -32,24 +32,6 @@ const (
 // errSkipped is an operation of the schedule that was configured away.
 var errSkipped = errors.New("skipped")
 
-// repeatedPermanent counts transactions answered the permanent status more than once: a
-// dead-lettered step the workers called again.
-func repeatedPermanent(execs []downstream.Execution) int {
-	n := map[string]int{}
-	for _, e := range execs {
-		if e.Status >= 400 && e.Status < 500 && e.Status != 409 {
-			n[e.TransactionID]++
-		}
-	}
-	count := 0
-	for _, c := range n {
-		if c > 1 {
-			count++
-		}
-	}
-	return count
-}
-
 // TestChaos records at least 100,000 failures over at least five minutes, half imported into past
 // windows and half written into W+1 in real time, while faults hit on a schedule: worker SIGKILL,
 // worker SIGSTOP past its lease, coordinator leader SIGKILL, worker SIGTERM, both followers
@@ -238,8 +220,8 @@ func TestChaos(t *testing.T) {
 			v.acc.recorded, recordingEnd.Sub(start).Round(time.Second), len(recErrs), recErrs),
 		fmt.Sprintf("done / dead-lettered:    %d / %d", v.acc.done, v.acc.deadLettered),
 		fmt.Sprintf("lost:                    %d", len(v.acc.lost)),
-		fmt.Sprintf("executed twice:          %d (explained by a fault: %d, unexplained: %d) of %d executions",
-			len(v.duplicates), len(v.explained), len(v.unexplained), v.executions),
+		fmt.Sprintf("executed twice:          %d done twice and %d refused twice (explained by a fault: %d, unexplained: %d) of %d executions",
+			len(v.duplicates), len(downstream.RepeatedRefusals(s.ds.Executions())), len(v.explained), len(v.unexplained), v.executions),
 		fmt.Sprintf("interleavings:           %d", len(s.ds.Interleavings())),
 		fmt.Sprintf("longest ring part without a usable lease, by the workers' own answers: %s; %d gaps",
 			longestOf(rep.Workers), len(rep.Workers.Gaps)),
@@ -249,7 +231,6 @@ func TestChaos(t *testing.T) {
 		fmt.Sprintf("  longest such gap after each kind of fault: %s", perFault(rep.Leader)),
 		fmt.Sprintf("lease samples:           %d, %d without a leader", rep.Samples, rep.Failed),
 		fmt.Sprintf("leader failovers (observed): %v", failovers),
-		fmt.Sprintf("permanent failures executed more than once: %d", repeatedPermanent(s.ds.Executions())),
 		fmt.Sprintf("faults:                  %d (%s), the last over at %s", len(done), strings.Join(done, ", "), lastFault.Format("15:04:05")),
 		fmt.Sprintf("time to drain after the last fault: %v (after the recording ended: %v)",
 			drained.Sub(lastFault).Round(time.Second), drained.Sub(recordingEnd).Round(time.Second)),

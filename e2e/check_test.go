@@ -234,7 +234,11 @@ func (s *scenario) check() verdict {
 	if len(a.permanentDone) > 0 {
 		s.t.Errorf("%d permanently failing transactions counted as done, first %v", len(a.permanentDone), a.permanentDone[:min(5, len(a.permanentDone))])
 	}
-	v.explained, v.unexplained = explain(v.duplicates, s.faults, s.c.Options().Concurrency, len(s.c.Workers()))
+	// A step refused for good is dead-lettered and marked DEAD_LETTERED: calling it again needs a
+	// fault to explain it, like a done step executed twice. Both draw on the same faults.
+	refusals := downstream.RepeatedRefusals(s.ds.Executions())
+	v.explained, v.unexplained = explain(append(append([]downstream.Duplicate(nil), v.duplicates...), refusals...),
+		s.faults, s.c.Options().Concurrency, len(s.c.Workers()))
 	for i, d := range v.unexplained {
 		if i == maxListed {
 			s.t.Errorf("... and %d more executed twice with no fault to explain it", len(v.unexplained)-maxListed)
@@ -257,7 +261,7 @@ func (s *scenario) check() verdict {
 		s.t.Errorf("executor contract: %s: %s", vi.Reason, vi.Body)
 	}
 	sum := s.ds.Summary()
-	s.t.Logf("verdict: %s; %d executions (%v), executed twice %d (explained %d), permanent failures executed more than once %d, by worker %v",
-		a, v.executions, sum.ByStatus, len(v.duplicates), len(v.explained), repeatedPermanent(s.ds.Executions()), sum.ByWorker)
+	s.t.Logf("verdict: %s; %d executions (%v), executed twice %d (explained %d), refused for good more than once %d, by worker %v",
+		a, v.executions, sum.ByStatus, len(v.duplicates), len(v.explained), len(refusals), sum.ByWorker)
 	return v
 }

@@ -7,20 +7,21 @@ import (
 	"time"
 )
 
-// Duplicate is a transaction executed twice or more: answered done more than once.
+// Duplicate is a transaction executed twice or more: answered done more than once
+// (Duplicates), or refused for good more than once (RepeatedRefusals).
 type Duplicate struct {
 	TransactionID string
-	// Done are its executions answered done, in arrival order (at least two).
-	Done []Execution
+	// Execs are those executions, in arrival order (at least two).
+	Execs []Execution
 }
 
-// First is the first execution answered done.
-func (d Duplicate) First() Execution { return d.Done[0] }
+// First is the first of them.
+func (d Duplicate) First() Execution { return d.Execs[0] }
 
 // String names the workers, epochs and times of every done execution.
 func (d Duplicate) String() string {
-	parts := make([]string, len(d.Done))
-	for i, e := range d.Done {
+	parts := make([]string, len(d.Execs))
+	for i, e := range d.Execs {
 		parts[i] = fmt.Sprintf("%s@epoch%d [%s..%s] %d", e.WorkerID, e.LeaseEpoch,
 			e.Start.Format("15:04:05.000"), e.End.Format("15:04:05.000"), e.Status)
 	}
@@ -40,7 +41,7 @@ func Duplicates(execs []Execution) []Duplicate {
 	for id, es := range byTx {
 		if len(es) > 1 {
 			sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
-			out = append(out, Duplicate{TransactionID: id, Done: es})
+			out = append(out, Duplicate{TransactionID: id, Execs: es})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -51,6 +52,37 @@ func Duplicates(execs []Execution) []Duplicate {
 		return a.Seq < b.Seq
 	})
 	return out
+}
+
+// RepeatedRefusals returns the transactions of execs refused for good (a permanent answer: a
+// 4xx other than 408, 409, 425 and 429) more than once: a step given up on and then called
+// again, which its DEAD_LETTERED marker should prevent unless a fault cut in between.
+func RepeatedRefusals(execs []Execution) []Duplicate {
+	byTx := map[string][]Execution{}
+	for _, e := range execs {
+		if permanentStatus(e.Status) {
+			byTx[e.TransactionID] = append(byTx[e.TransactionID], e)
+		}
+	}
+	var out []Duplicate
+	for id, es := range byTx {
+		if len(es) > 1 {
+			sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
+			out = append(out, Duplicate{TransactionID: id, Execs: es})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].First().Seq < out[j].First().Seq })
+	return out
+}
+
+// permanentStatus reports whether an HTTP status is a permanent refusal, as the executor
+// classifies it.
+func permanentStatus(status int) bool {
+	switch status {
+	case 408, 409, 425, 429:
+		return false
+	}
+	return status >= 400 && status < 500
 }
 
 // Interleaving kinds.

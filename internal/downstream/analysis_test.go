@@ -85,11 +85,28 @@ func TestDuplicatesOnlyCountsDoneAnswers(t *testing.T) {
 		ex(7, "d", "p1", "w1", 1, 0, 10, 422),
 	}
 	d := Duplicates(execs)
-	if len(d) != 1 || d[0].TransactionID != "c" || d[0].First().WorkerID != "w1" || len(d[0].Done) != 2 {
+	if len(d) != 1 || d[0].TransactionID != "c" || d[0].First().WorkerID != "w1" || len(d[0].Execs) != 2 {
 		t.Fatalf("got %v", d)
 	}
 	s := Summarize(execs)
 	if s.Transactions != 4 || s.Done != 3 || s.ExecutedTwice != 1 || s.ByStatus[0] != 1 || s.ByWorker["w2"] != 2 {
 		t.Fatalf("summary %+v", s)
+	}
+}
+
+func TestRepeatedRefusalsCountsPermanentAnswersOnly(t *testing.T) {
+	execs := []Execution{
+		ex(1, "a", "p1", "w1", 1, 0, 10, 422),
+		ex(2, "a", "p1", "w2", 2, 20, 30, 422), // a dead-lettered step called again
+		ex(3, "b", "p1", "w1", 1, 0, 10, 429),
+		ex(4, "b", "p1", "w1", 1, 20, 30, 429), // transient, retried: fine
+		ex(5, "c", "p1", "w1", 1, 0, 10, 404),
+		ex(6, "c", "p1", "w1", 1, 20, 30, 200),
+		ex(7, "d", "p1", "w1", 1, 0, 10, 409),
+		ex(8, "d", "p1", "w1", 1, 20, 30, 409),
+	}
+	r := RepeatedRefusals(execs)
+	if len(r) != 1 || r[0].TransactionID != "a" || len(r[0].Execs) != 2 || r[0].First().WorkerID != "w1" {
+		t.Fatalf("got %v, want a refused twice", r)
 	}
 }

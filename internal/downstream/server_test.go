@@ -70,7 +70,7 @@ func TestAnswersAndRecordsEveryExecution(t *testing.T) {
 		t.Errorf("done flags: %v %v %v", es[0].Done(), es[1].Done(), es[2].Done())
 	}
 	dups := s.Duplicates()
-	if len(dups) != 1 || dups[0].TransactionID != "tx-1" || len(dups[0].Done) != 2 {
+	if len(dups) != 1 || dups[0].TransactionID != "tx-1" || len(dups[0].Execs) != 2 {
 		t.Fatalf("duplicates %v", dups)
 	}
 	sum := s.Summary()
