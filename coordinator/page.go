@@ -122,18 +122,11 @@ func sharePercent(ws []lease.WireRange) float64 {
 	if err != nil {
 		return 0
 	}
-	total := 0.0
-	for _, rg := range rs {
-		total += rangeShare(rg)
-	}
-	return total
+	return rs.Fraction() * 100
 }
 
 // rangeShare is the percentage of the token ring that rg covers (both ends included).
-func rangeShare(rg lease.Range) float64 {
-	span := float64(uint64(rg.End)-uint64(rg.Start)) + 1
-	return span / math.Pow(2, 64) * 100
-}
+func rangeShare(rg lease.Range) float64 { return lease.Ranges{rg}.Fraction() * 100 }
 
 // tokenX places a token on the bar: -2^63 at 0, 2^63-1 at barWidth.
 func tokenX(t int64) float64 {

@@ -212,8 +212,9 @@ func TestChaos(t *testing.T) {
 	worst := append([]proc.Gap(nil), rep.Workers.Gaps...)
 	sort.Slice(worst, func(i, j int) bool { return worst[i].Length() > worst[j].Length() })
 	for _, g := range worst[:min(len(worst), 8)] {
-		t.Logf("lease gap (workers' view) %v from %s to %s, after %s", g.Length().Round(time.Millisecond),
-			g.From.Format("15:04:05.000"), g.To.Format("15:04:05.000"), cause(g))
+		t.Logf("lease gap (workers' view) %v from %s to %s, after %s: %d range(s), %.1f%% of the ring, last held by %v",
+			g.Length().Round(time.Millisecond), g.From.Format("15:04:05.000"), g.To.Format("15:04:05.000"), cause(g),
+			len(g.Ranges), g.Ranges.Fraction()*100, g.Holders)
 	}
 	lines := []string{
 		fmt.Sprintf("recorded:                %d failures in %v (%d record runs failed, their ids not counted: %v)",

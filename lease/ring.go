@@ -97,6 +97,16 @@ func (rs Ranges) Contains(t int64) bool {
 // Empty reports whether the set holds no token.
 func (rs Ranges) Empty() bool { return len(rs) == 0 }
 
+// Fraction is the share of the token ring the ranges cover, from 0 to 1 (for people: a float64
+// cannot tell one token from none at this scale).
+func (rs Ranges) Fraction() float64 {
+	total := 0.0
+	for _, r := range rs {
+		total += float64(r.Width()) + 1
+	}
+	return total / math.Pow(2, 64)
+}
+
 // Equal reports whether two normalized sets hold the same tokens.
 func (rs Ranges) Equal(other Ranges) bool {
 	if len(rs) != len(other) {

@@ -52,7 +52,7 @@ func TestSettled(t *testing.T) {
 
 func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
 	c := &Cluster{opts: Options{}.withDefaults()}
-	s := &LeaseSampler{c: c, expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}, held: map[string]heldLease{}}
+	s := &LeaseSampler{c: c, expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}, held: map[string]heldLease{}, gone: map[string]heldLease{}}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	halves := lease.Split(2)
@@ -104,7 +104,7 @@ func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
 // its worker last reported; a worker that does not answer (frozen) keeps that end, one that
 // answers not ready or whose process is gone covers nothing from that sample on.
 func TestSamplerWorkersView(t *testing.T) {
-	s := &LeaseSampler{expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}, held: map[string]heldLease{}}
+	s := &LeaseSampler{expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}, held: map[string]heldLease{}, gone: map[string]heldLease{}}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	halves := lease.Split(2)
@@ -133,6 +133,9 @@ func TestSamplerWorkersView(t *testing.T) {
 	c := step(4500, ready("w1", 8000, lease.FullRing), frozen)
 	if !c.Uncovered.Empty() || c.LongestGap != time.Second || !c.LongestGapFrom.Equal(at(3500)) || len(c.Gaps) != 1 {
 		t.Fatalf("coverage %+v, want one 1 s gap from 3.5 s", c)
+	}
+	if g := c.Gaps[0]; !g.Ranges.Equal(lease.Ranges{halves[1]}) || len(g.Holders) != 1 || g.Holders[0] != "w2" {
+		t.Errorf("gap %+v; want w2's half, left by w2", g)
 	}
 	// w1's process is killed: nothing is covered, whatever its lease said; a worker that
 	// answers not ready covers nothing either.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -49,6 +51,10 @@ type Coverage struct {
 // Gap is a stretch during which some part of the ring had no usable lease.
 type Gap struct {
 	From, To time.Time
+	// Ranges is what was uncovered when the gap was first seen; Holders the workers whose last
+	// known lease covered part of it then (whose lease ran out, or who died).
+	Ranges  lease.Ranges
+	Holders []string
 }
 
 // Length is how long the gap lasted.
@@ -68,8 +74,9 @@ type LeaseSampler struct {
 	report LeaseReport
 	// leader and workers track the open gaps of each view.
 	leader, workers gapTracker
-	// held is each worker's lease as it last reported it (ranges and end by the sampler's clock).
-	held map[string]heldLease
+	// held is each worker's lease as it last reported it (ranges and end by the sampler's clock);
+	// gone keeps the last one of a worker that stopped holding any, to name who a gap was left by.
+	held, gone map[string]heldLease
 	// expiry is the latest end seen of each (incarnation, epoch) lease and its ranges: a worker
 	// keeps using a lease after the leader that sent it died, so an old expiry stays valid until
 	// it passes, whatever the new leader reports.
@@ -90,8 +97,10 @@ type leaseKey struct {
 
 // gap is a part of the ring seen uncovered at every sample since since.
 type gap struct {
-	ranges lease.Ranges
-	since  time.Time
+	ranges  lease.Ranges
+	since   time.Time
+	first   lease.Ranges // ranges when first seen
+	holders []string
 }
 
 // SampleLeases starts sampling the leader's view every period (100 ms if 0) until Stop. Start
@@ -102,7 +111,7 @@ func (c *Cluster) SampleLeases(every time.Duration) *LeaseSampler {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &LeaseSampler{c: c, every: every, cancel: cancel, done: make(chan struct{}),
-		expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}, held: map[string]heldLease{}}
+		expiry: map[leaseKey]time.Time{}, ranges: map[leaseKey]lease.Ranges{}, held: map[string]heldLease{}, gone: map[string]heldLease{}}
 	go s.run(ctx)
 	return s
 }
@@ -212,6 +221,9 @@ func (s *LeaseSampler) pollWorker(ctx context.Context, w *Worker) workerAnswer {
 func (s *LeaseSampler) learnWorker(a workerAnswer) {
 	switch {
 	case !a.running, a.known && !a.ready:
+		if h, ok := s.held[a.id]; ok {
+			s.gone[a.id] = h
+		}
 		delete(s.held, a.id)
 	case a.known:
 		s.held[a.id] = a.held
@@ -263,8 +275,31 @@ func (s *LeaseSampler) evaluate(now time.Time) {
 			byWorkers = byWorkers.Union(h.ranges)
 		}
 	}
-	s.leader.observe(&s.report.Leader, lease.Ranges{lease.FullRing}.Subtract(byLeader), now)
-	s.workers.observe(&s.report.Workers, lease.Ranges{lease.FullRing}.Subtract(byWorkers), now)
+	s.leader.observe(&s.report.Leader, lease.Ranges{lease.FullRing}.Subtract(byLeader), now, func(rs lease.Ranges) []string {
+		var out []string
+		for k, r := range s.ranges {
+			if !r.Intersect(rs).Empty() && !slices.Contains(out, k.worker) {
+				out = append(out, k.worker)
+			}
+		}
+		sort.Strings(out)
+		return out
+	})
+	s.workers.observe(&s.report.Workers, lease.Ranges{lease.FullRing}.Subtract(byWorkers), now, func(rs lease.Ranges) []string {
+		var out []string
+		for id, h := range s.held {
+			if !h.ranges.Intersect(rs).Empty() {
+				out = append(out, id)
+			}
+		}
+		for id, h := range s.gone {
+			if !h.ranges.Intersect(rs).Empty() && !slices.Contains(out, id) {
+				out = append(out, id+" (gone)")
+			}
+		}
+		sort.Strings(out)
+		return out
+	})
 }
 
 // gapTracker follows the parts of the ring that are uncovered from sample to sample.
@@ -272,8 +307,9 @@ type gapTracker struct {
 	open []gap
 }
 
-// observe records that uncovered had no usable lease at now, into c.
-func (t *gapTracker) observe(c *Coverage, uncovered lease.Ranges, now time.Time) {
+// observe records that uncovered had no usable lease at now, into c. holders names who last
+// held a fresh gap's ranges.
+func (t *gapTracker) observe(c *Coverage, uncovered lease.Ranges, now time.Time, holders func(lease.Ranges) []string) {
 	c.Uncovered = uncovered
 	var tracked lease.Ranges
 	kept := t.open[:0]
@@ -283,15 +319,16 @@ func (t *gapTracker) observe(c *Coverage, uncovered lease.Ranges, now time.Time)
 			c.LongestGap, c.LongestGapFrom = d, g.since
 		}
 		if !still.Empty() {
-			kept = append(kept, gap{ranges: still, since: g.since})
+			g.ranges = still
+			kept = append(kept, g)
 			tracked = tracked.Union(still)
 		} else if len(c.Gaps) < maxGaps {
-			c.Gaps = append(c.Gaps, Gap{From: g.since, To: now})
+			c.Gaps = append(c.Gaps, Gap{From: g.since, To: now, Ranges: g.first, Holders: g.holders})
 		}
 	}
 	t.open = kept
 	if fresh := uncovered.Subtract(tracked); !fresh.Empty() {
-		t.open = append(t.open, gap{ranges: fresh, since: now})
+		t.open = append(t.open, gap{ranges: fresh, since: now, first: fresh, holders: holders(fresh)})
 	}
 }
 

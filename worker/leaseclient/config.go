@@ -32,7 +32,8 @@ const (
 	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect delay.
 	DefaultBackoffMin = 100 * time.Millisecond
 	DefaultBackoffMax = 5 * time.Second
-	// DefaultBackoffHolding caps the reconnect delay while the worker still holds a valid lease.
+	// DefaultBackoffHolding caps the reconnect delay while the worker holds a valid lease or lost
+	// it less than a TTL ago.
 	DefaultBackoffHolding = 100 * time.Millisecond
 )
 
@@ -45,10 +46,11 @@ const maxIDLen = 256
 type Backoff struct {
 	Min time.Duration
 	Max time.Duration
-	// Holding caps the delay while the Guard still holds a usable lease: the worker must reach the
-	// new leader before that lease runs out (during a leader election every attempt fails fast, and
-	// a doubling delay would sleep through the rest of the lease). It costs at most a few dozen
-	// quick attempts per lease TTL. Default DefaultBackoffHolding.
+	// Holding caps the delay while the Guard still holds a usable lease, and for one TTL after it
+	// ran out: the worker must reach the new leader before that lease runs out, or right after
+	// (during a leader election every attempt fails fast, and a doubling delay would sleep through
+	// the rest of the lease and beyond). It costs at most a few dozen quick attempts per lease TTL.
+	// Default DefaultBackoffHolding.
 	Holding time.Duration
 }
 

@@ -93,10 +93,8 @@ func (c *Client) Run(ctx context.Context) error {
 			continue
 		}
 		redirects = 0
-		d := c.cfg.Backoff.delay(attempt, rand.Float64())
-		if _, err := c.guard.Check(0); err == nil {
-			d = c.cfg.Backoff.delayHolding(attempt, rand.Float64())
-		}
+		last, held := c.guard.Current()
+		d := c.cfg.Backoff.reconnectDelay(attempt, rand.Float64(), last, held, c.cfg.Clock.Now())
 		attempt++
 		c.log.Warn().Err(err).Str("coordinator_addr", addr).Int64("backoff_ms", d.Milliseconds()).
 			Msg("lease stream ended, reconnecting")

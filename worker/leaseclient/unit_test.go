@@ -199,3 +199,29 @@ func TestBackoffWhileHoldingStaysShort(t *testing.T) {
 		t.Fatalf("first attempt while holding: %v, want half of Min (the smaller ceiling)", d)
 	}
 }
+
+// TestReconnectDelayStaysShortForATTLAfterTheLeaseRanOut: a lease lost in a leader election is
+// wanted back at once; only a worker without a lease for longer than a TTL backs off fully.
+func TestReconnectDelayStaysShortForATTLAfterTheLeaseRanOut(t *testing.T) {
+	b := Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second, Holding: 100 * time.Millisecond}
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	l := lease.Lease{ValidFrom: t0, TTL: 3 * time.Second} // usable until t0+3s
+	const attempt, r = 6, 0.999999                        // the full ceiling after six failed attempts: 5 s
+	for _, c := range []struct {
+		name  string
+		held  bool
+		at    time.Time
+		short bool
+	}{
+		{"no lease ever", false, t0, false},
+		{"lease usable", true, t0.Add(2 * time.Second), true},
+		{"lease ran out a moment ago", true, t0.Add(3500 * time.Millisecond), true},
+		{"just under a TTL after it ran out", true, t0.Add(6*time.Second - time.Millisecond), true},
+		{"a TTL after it ran out", true, t0.Add(6 * time.Second), false},
+	} {
+		d := b.reconnectDelay(attempt, r, l, c.held, c.at)
+		if short := d < b.Holding; short != c.short {
+			t.Errorf("%s: delay %v; want short (< %v): %v", c.name, d, b.Holding, c.short)
+		}
+	}
+}
