@@ -131,6 +131,10 @@ func (s *LeaseSampler) run(ctx context.Context) {
 }
 
 func (s *LeaseSampler) sample(ctx context.Context) {
+	// The sample describes this instant. Answers come in later (a frozen worker's poll waits out
+	// its timeout), and judging every lease at the time the slowest answer arrived would count
+	// the others' leases as shorter than they were when polled.
+	at := time.Now()
 	answers := make(chan workerAnswer, 16)
 	var polls sync.WaitGroup
 	for _, w := range s.c.Workers() {
@@ -155,16 +159,15 @@ func (s *LeaseSampler) sample(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.report.Samples++
-	now := time.Now()
 	if err != nil {
 		s.report.Failed++
 	} else {
-		s.learn(v, now)
+		s.learn(v, at)
 	}
 	for _, a := range got {
 		s.learnWorker(a)
 	}
-	s.evaluate(now)
+	s.evaluate(at)
 }
 
 // workerAnswer is one poll of a worker's /readyz.
