@@ -12,6 +12,11 @@
 // It never retries by itself (the worker decides what a transient failure becomes) and never
 // reads or writes Cassandra.
 //
+// Its connections are fenced (fence.go): a request whose context deadline — which the worker sets
+// inside the lease the execution runs under — has passed by the time it is written is not sent
+// (ErrFenced), so a worker paused after its guard's check does not call the downstream on a lease
+// that may have ended.
+//
 //	ex, err := executor.NewHTTP(executor.HTTPConfig{URL: "http://orders:8080/retry"})
 //	w, err := worker.New(cfg, store, guard, ex)
 package executor
