@@ -318,6 +318,17 @@ func TestSimulatedLeaderKeepsLeasesExclusive(t *testing.T) {
 		for range steps {
 			s.step(t)
 		}
+		// Invariant 1's time bound: with no membership change after now, the ring settles within
+		// the holder bound plus two renewals (one more for this loop's granularity) of the later
+		// of now and the moments a new term may first expire or down anything.
+		from := s.now
+		for _, t := range []time.Time{s.tt.electedAt.Add(s.tt.leaderLease), s.tt.downAfter} {
+			if t.After(from) {
+				from = t
+			}
+		}
+		bound := from.Add(s.timing.HolderBound() + 3*s.timing.Renewal)
+		var settledAt time.Time
 		// Let the ring settle: workers release, time passes, every hold ends.
 		for range 20 {
 			for _, p := range s.procs {
@@ -334,10 +345,17 @@ func TestSimulatedLeaderKeepsLeasesExclusive(t *testing.T) {
 			}
 			s.reconcile()
 			s.deliver(true)
+			if r := s.state.Ring(testRing); settledAt.IsZero() && (r == nil || r.Settled()) {
+				settledAt = s.now
+			}
 		}
 		s.check(t)
 		if r := s.state.Ring(testRing); r != nil && !r.Settled() {
 			t.Fatalf("ring not settled after the quiet period: %+v\n%s", r, joinLines(s.log))
+		}
+		if settledAt.After(bound) {
+			t.Fatalf("invariant 1: settled %v after the last change, later than its bound %v\n%s",
+				settledAt.Sub(from), bound.Sub(from), joinLines(s.log))
 		}
 	})
 }
