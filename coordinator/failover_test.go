@@ -143,6 +143,20 @@ func TestGracefulCloseThenQuorumLoss(t *testing.T) {
 	if err := w.request(client, lease.RouteView, struct{}{}, nil); !errors.As(err, &we) || we.Code != lease.CodeNoLeader {
 		t.Fatalf("ring.view without a quorum: %v", err)
 	}
+	// Writes that need a commit get a clear error, not a hang and not a false ack.
+	for _, rq := range []struct {
+		route string
+		body  any
+	}{
+		{lease.RouteRelease, lease.ReleaseRequest{WorkerID: w.id, Epoch: 1}},
+		{lease.RouteLeave, lease.LeaveRequest{WorkerID: w.id}},
+	} {
+		var ack lease.Ack
+		err := w.request(client, rq.route, rq.body, &ack)
+		if !errors.As(err, &we) || (we.Code != lease.CodeNoLeader && we.Code != lease.CodeUnavailable && we.Code != lease.CodeNotLeader) {
+			t.Errorf("%s without a quorum: ack %+v, err %v; want no_leader, not_leader or unavailable", rq.route, ack, err)
+		}
+	}
 	var rd readiness
 	if status := getJSON(t, survivor.HTTPAddr(), PathReadyz, &rd); status != http.StatusServiceUnavailable || rd.Ready {
 		t.Fatalf("readyz without a leader: %d %+v", status, rd)
