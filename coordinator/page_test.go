@@ -122,3 +122,16 @@ func metricValue(text, name string) float64 {
 	}
 	return -1
 }
+
+func TestRingViewFindsARingByKey(t *testing.T) {
+	v := RingView{Rings: []RingStateView{
+		{Region: "eu", Cluster: "c1", Service: "orders", Generation: 1},
+		{Region: "eu", Cluster: "c1", Service: "payments", Generation: 2},
+	}}
+	if r, ok := v.Ring(lease.RingKey{Region: "eu", Cluster: "c1", Service: "payments"}); !ok || r.Generation != 2 {
+		t.Errorf("payments: %+v, %v", r, ok)
+	}
+	if _, ok := v.Ring(lease.RingKey{Region: "us", Cluster: "c1", Service: "orders"}); ok {
+		t.Error("found a ring of another region")
+	}
+}

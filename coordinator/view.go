@@ -19,6 +19,16 @@ type RingView struct {
 	Rings         []RingStateView `json:"rings"`
 }
 
+// Ring returns the view of the ring named key, if the view has it.
+func (v RingView) Ring(key lease.RingKey) (RingStateView, bool) {
+	for _, r := range v.Rings {
+		if r.Region == key.Region && r.Cluster == key.Cluster && r.Service == key.Service {
+			return r, true
+		}
+	}
+	return RingStateView{}, false
+}
+
 // NodeView is one coordinator: a voter of the Raft configuration or a registered node.
 type NodeView struct {
 	ID          string `json:"id"`

@@ -88,10 +88,7 @@ func (c *cluster) launchCoordinators(ctx context.Context, n int) error {
 	}
 	c.coords = cos
 	for _, co := range cos {
-		args := append([]string{
-			"coordinator", "--node-id", co.ID, "--raft-addr", co.RaftAddr, "--rsocket-addr", co.RSocketAddr,
-			"--http-addr", co.HTTPAddr, "--data-dir", co.DataDir, "--peers", strings.Join(peers, ","),
-		}, c.coordArgs...)
+		args := append(co.Args(peers), c.coordArgs...)
 		p, err := proc.Launch(proc.Spec{Name: co.ID, Path: c.retryring, Args: args, LogDir: c.dir})
 		if err != nil {
 			return err
@@ -211,19 +208,9 @@ func (c *cluster) waitLeader(ctx context.Context, exclude string) (*proc.Coordin
 	}
 }
 
-// ringOf finds the benchmark's ring in a view.
-func ringOf(v coordinator.RingView, key lease.RingKey) (coordinator.RingStateView, bool) {
-	for _, r := range v.Rings {
-		if r.Region == key.Region && r.Cluster == key.Cluster && r.Service == key.Service {
-			return r, true
-		}
-	}
-	return coordinator.RingStateView{}, false
-}
-
 // memberOf finds a member incarnation in a view.
 func memberOf(v coordinator.RingView, key lease.RingKey, workerID, incarnation string) (coordinator.MemberView, bool) {
-	r, ok := ringOf(v, key)
+	r, ok := v.Ring(key)
 	if !ok {
 		return coordinator.MemberView{}, false
 	}
@@ -244,7 +231,7 @@ func (c *cluster) settled(ctx context.Context) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	r, ok := ringOf(v, c.ring)
+	r, ok := v.Ring(c.ring)
 	if !ok {
 		return false, "ring not in the view"
 	}

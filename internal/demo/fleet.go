@@ -94,10 +94,7 @@ func (f *fleet) launchCoordinators(ctx context.Context) error {
 	f.coords = cos
 	f.mu.Unlock()
 	for _, co := range cos {
-		p, err := f.launch(co.ID, append([]string{
-			"coordinator", "--node-id", co.ID, "--raft-addr", co.RaftAddr, "--rsocket-addr", co.RSocketAddr,
-			"--http-addr", co.HTTPAddr, "--data-dir", co.DataDir, "--peers", strings.Join(peers, ","),
-		}, f.cfg.CoordinatorArgs...))
+		p, err := f.launch(co.ID, append(co.Args(peers), f.cfg.CoordinatorArgs...))
 		if err != nil {
 			return err
 		}
@@ -252,14 +249,10 @@ func settled(r coordinator.RingStateView, running map[string]bool) bool {
 	return active == len(running) && covered.Equal(lease.Ranges{lease.FullRing})
 }
 
-// ringOf finds ring in a view.
+// ringOf finds ring in a view; the zero view when it is not there yet.
 func ringOf(v coordinator.RingView, ring lease.RingKey) coordinator.RingStateView {
-	for _, r := range v.Rings {
-		if r.Region == ring.Region && r.Cluster == ring.Cluster && r.Service == ring.Service {
-			return r
-		}
-	}
-	return coordinator.RingStateView{}
+	r, _ := v.Ring(ring)
+	return r
 }
 
 // stop ends every process gracefully, workers first (they leave the ring through the

@@ -214,10 +214,7 @@ func (c *Cluster) launchCoordinators(ctx context.Context) error {
 		peers[i] = co.ID + "=" + co.RaftAddr
 	}
 	for _, co := range cos {
-		args := []string{
-			"coordinator", "--node-id", co.ID, "--raft-addr", co.RaftAddr, "--rsocket-addr", co.RSocketAddr,
-			"--http-addr", co.HTTPAddr, "--data-dir", co.DataDir, "--peers", strings.Join(peers, ","),
-		}
+		args := co.Args(peers)
 		if c.opts.LeaseTTL > 0 {
 			args = append(args, "--lease-ttl", c.opts.LeaseTTL.String())
 		}
@@ -392,12 +389,7 @@ func (c *Cluster) WaitLeader(ctx context.Context) (*Coordinator, error) {
 
 // RingOf returns this cluster's ring in a view, if the view has it.
 func (c *Cluster) RingOf(v coordinator.RingView) (coordinator.RingStateView, bool) {
-	for _, r := range v.Rings {
-		if r.Region == c.opts.Ring.Region && r.Cluster == c.opts.Ring.Cluster && r.Service == c.opts.Ring.Service {
-			return r, true
-		}
-	}
-	return coordinator.RingStateView{}, false
+	return v.Ring(c.opts.Ring)
 }
 
 // Settled reports whether the ring in v has exactly the members workers (worker id → incarnation,

@@ -24,6 +24,15 @@ type Coordinator struct {
 	DataDir     string
 }
 
+// Args is the command line that starts c as a voter of a cluster whose voters are peers
+// ("id=raft_addr" each); a caller appends its own flags.
+func (c *Coordinator) Args(peers []string) []string {
+	return []string{
+		"coordinator", "--node-id", c.ID, "--raft-addr", c.RaftAddr, "--rsocket-addr", c.RSocketAddr,
+		"--http-addr", c.HTTPAddr, "--data-dir", c.DataDir, "--peers", strings.Join(peers, ","),
+	}
+}
+
 // URL is the admin HTTP URL of path ("/v1/ring").
 func (c *Coordinator) URL(path string) string { return "http://" + c.HTTPAddr + path }
 
