@@ -222,7 +222,7 @@ func TestChaos(t *testing.T) {
 		fmt.Sprintf("done / dead-lettered:    %d / %d", v.acc.done, v.acc.deadLettered),
 		fmt.Sprintf("lost:                    %d", len(v.acc.lost)),
 		fmt.Sprintf("executed twice:          %d done twice and %d refused twice (explained by a fault: %d, unexplained: %d) of %d executions",
-			len(v.duplicates), len(downstream.RepeatedRefusals(s.ds.Executions())), len(v.explained), len(v.unexplained), v.executions),
+			len(v.duplicates), len(v.refusals), len(v.explained), len(v.unexplained), v.executions),
 		fmt.Sprintf("interleavings:           %d", len(s.ds.Interleavings())),
 		fmt.Sprintf("longest ring part without a usable lease, by the workers' own answers: %s; %d gaps",
 			longestOf(rep.Workers), len(rep.Workers.Gaps)),

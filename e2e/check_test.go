@@ -207,7 +207,8 @@ type verdict struct {
 	acc         accounting
 	executions  int
 	duplicates  []downstream.Duplicate
-	explained   map[string]string // transaction → the fault that explains its second execution
+	refusals    []downstream.Duplicate // steps refused for good more than once
+	explained   map[string]string      // transaction → the fault that explains its second execution
 	unexplained []downstream.Duplicate
 }
 
@@ -236,8 +237,8 @@ func (s *scenario) check() verdict {
 	}
 	// A step refused for good is dead-lettered and marked DEAD_LETTERED: calling it again needs a
 	// fault to explain it, like a done step executed twice. Both draw on the same faults.
-	refusals := downstream.RepeatedRefusals(s.ds.Executions())
-	v.explained, v.unexplained = explain(append(append([]downstream.Duplicate(nil), v.duplicates...), refusals...),
+	v.refusals = downstream.RepeatedRefusals(s.ds.Executions())
+	v.explained, v.unexplained = explain(append(append([]downstream.Duplicate(nil), v.duplicates...), v.refusals...),
 		s.faults, s.c.Options().Concurrency, len(s.c.Workers()))
 	for i, d := range v.unexplained {
 		if i == maxListed {
@@ -262,6 +263,6 @@ func (s *scenario) check() verdict {
 	}
 	sum := s.ds.Summary()
 	s.t.Logf("verdict: %s; %d executions (%v), executed twice %d (explained %d), refused for good more than once %d, by worker %v",
-		a, v.executions, sum.ByStatus, len(v.duplicates), len(v.explained), len(refusals), sum.ByWorker)
+		a, v.executions, sum.ByStatus, len(v.duplicates), len(v.explained), len(v.refusals), sum.ByWorker)
 	return v
 }

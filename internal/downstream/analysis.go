@@ -31,19 +31,7 @@ func (d Duplicate) String() string {
 // Duplicates returns the transactions of execs answered done more than once, sorted by the start
 // of their first done execution.
 func Duplicates(execs []Execution) []Duplicate {
-	byTx := map[string][]Execution{}
-	for _, e := range execs {
-		if e.Done() {
-			byTx[e.TransactionID] = append(byTx[e.TransactionID], e)
-		}
-	}
-	var out []Duplicate
-	for id, es := range byTx {
-		if len(es) > 1 {
-			sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
-			out = append(out, Duplicate{TransactionID: id, Execs: es})
-		}
-	}
+	out := repeated(execs, Execution.Done)
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].First(), out[j].First()
 		if !a.Start.Equal(b.Start) {
@@ -56,11 +44,20 @@ func Duplicates(execs []Execution) []Duplicate {
 
 // RepeatedRefusals returns the transactions of execs refused for good (a permanent answer: a
 // 4xx other than 408, 409, 425 and 429) more than once: a step given up on and then called
-// again, which its DEAD_LETTERED marker should prevent unless a fault cut in between.
+// again, which its DEAD_LETTERED marker should prevent unless a fault cut in between. Sorted by
+// the arrival of their first refusal.
 func RepeatedRefusals(execs []Execution) []Duplicate {
+	out := repeated(execs, func(e Execution) bool { return permanentStatus(e.Status) })
+	sort.Slice(out, func(i, j int) bool { return out[i].First().Seq < out[j].First().Seq })
+	return out
+}
+
+// repeated groups the executions that count by transaction and keeps the transactions with two
+// or more, each in arrival order.
+func repeated(execs []Execution, counts func(Execution) bool) []Duplicate {
 	byTx := map[string][]Execution{}
 	for _, e := range execs {
-		if permanentStatus(e.Status) {
+		if counts(e) {
 			byTx[e.TransactionID] = append(byTx[e.TransactionID], e)
 		}
 	}
@@ -71,7 +68,6 @@ func RepeatedRefusals(execs []Execution) []Duplicate {
 			out = append(out, Duplicate{TransactionID: id, Execs: es})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].First().Seq < out[j].First().Seq })
 	return out
 }
 
