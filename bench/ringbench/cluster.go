@@ -95,20 +95,10 @@ func (c *cluster) launchCoordinators(ctx context.Context, n int) error {
 		}
 		co.Process = p
 	}
-	for _, co := range cos {
-		if err := co.WaitHealthy(ctx); err != nil {
-			return err
-		}
-	}
-	if _, err := c.waitLeader(ctx, ""); err != nil {
+	return proc.WaitStarted(ctx, cos, func(ctx context.Context) error {
+		_, err := c.waitLeader(ctx, "")
 		return err
-	}
-	for _, co := range cos {
-		if err := co.WaitReady(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // rsocketAddrs is every coordinator's RSocket address: the probes' -coordinators.

@@ -100,20 +100,10 @@ func (f *fleet) launchCoordinators(ctx context.Context) error {
 		}
 		co.Process = p
 	}
-	for _, co := range cos {
-		if err := co.WaitHealthy(ctx); err != nil {
-			return err
-		}
-	}
-	if _, err := f.waitLeader(ctx); err != nil {
+	return proc.WaitStarted(ctx, cos, func(ctx context.Context) error {
+		_, err := f.waitLeader(ctx)
 		return err
-	}
-	for _, co := range cos {
-		if err := co.WaitReady(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // workerArgs is a worker's command line.

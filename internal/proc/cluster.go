@@ -234,20 +234,10 @@ func (c *Cluster) launchCoordinators(ctx context.Context) error {
 	c.mu.Lock()
 	c.coordinators = cos
 	c.mu.Unlock()
-	for _, co := range cos {
-		if err := co.WaitHealthy(ctx); err != nil {
-			return err
-		}
-	}
-	if _, err := c.WaitLeader(ctx); err != nil {
+	return WaitStarted(ctx, cos, func(ctx context.Context) error {
+		_, err := c.WaitLeader(ctx)
 		return err
-	}
-	for _, co := range cos {
-		if err := co.WaitReady(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 // rsocketAddrs lists every coordinator's RSocket address (the workers' --coordinators).
