@@ -14,7 +14,14 @@ func (s *Store) Marker(ctx context.Context, transactionID, span string) (Marker,
 	found := false
 	err := s.scan(ctx, cqlSelectMarker, func(sc gocql.Scanner) error {
 		found = true
-		return sc.Scan(&m.State, &m.Owner, &m.UpdatedAt)
+		var replay, attempt *int
+		if err := sc.Scan(&m.State, &m.Owner, &m.UpdatedAt, &replay, &attempt); err != nil {
+			return err
+		}
+		if replay != nil && attempt != nil {
+			m.Floor, m.HasFloor = Copy{Replay: *replay, Attempt: *attempt}, true
+		}
+		return nil
 	}, s.ring.Service, transactionID, span)
 	if err != nil {
 		return Marker{}, false, fmt.Errorf("cassandra: read marker %s/%s: %w", transactionID, span, err)
@@ -37,10 +44,11 @@ func (s *Store) MarkCommitted(ctx context.Context, transactionID, span, owner st
 	return s.mark(ctx, transactionID, span, MarkerCommitted, owner, at, retention)
 }
 
-// MarkDeadLettered writes DEAD_LETTERED after the step's dead letter was stored, kept for
-// retention (DefaultMarkerRetention when zero): while it lives, the step is not executed again.
-// Replaying a dead letter is an operator's act: delete this marker, then record the transaction
-// again (recorded again with the marker in place, the step is finished without a call).
+// MarkDeadLettered writes DEAD_LETTERED after the step's dead letter was stored (and its floor
+// raised past every copy of the generation), kept for retention (DefaultMarkerRetention when
+// zero). The floor is what keeps the step's copies from running again; the state tells people,
+// and keeps steps dead-lettered before floors existed from running. A replay moves the floor to
+// its new generation, whose copy then runs although the state still reads DEAD_LETTERED.
 func (s *Store) MarkDeadLettered(ctx context.Context, transactionID, span, owner string, at time.Time, retention time.Duration) error {
 	if retention == 0 {
 		retention = DefaultMarkerRetention
@@ -58,3 +66,30 @@ func (s *Store) mark(ctx context.Context, transactionID, span, state, owner stri
 	}
 	return nil
 }
+
+// SetFloor raises the step's floor to c, kept for retention (DefaultMarkerRetention when zero):
+// from then on every row of the step below c is finished without a call. It is written only
+// once the copy at c exists (or, for a dead letter, once nothing below c may run again).
+//
+// The write's timestamp is c's order, not the clock, so the floor never goes down: a late
+// floor write for an older copy loses to the newer one already there, as Cassandra keeps the
+// cell with the higher timestamp. This is why markers are never deleted: a deletion at a clock
+// timestamp would shadow every later floor write of the step.
+func (s *Store) SetFloor(ctx context.Context, transactionID, span string, c Copy, retention time.Duration) error {
+	if retention == 0 {
+		retention = DefaultMarkerRetention
+	}
+	if c.Replay < 0 || c.Attempt < 0 {
+		return fmt.Errorf("%w: floor %v", ErrConfig, c)
+	}
+	secs := int((retention + time.Second - 1) / time.Second)
+	err := s.exec(ctx, cqlSetFloor, secs, floorTimestamp(c), c.Replay, c.Attempt, s.ring.Service, transactionID, span)
+	if err != nil {
+		return fmt.Errorf("cassandra: floor %s/%s %v: %w", transactionID, span, c, err)
+	}
+	return nil
+}
+
+// floorTimestamp orders floor writes by copy: replay generation in the high bits, attempt in the
+// low 32, plus one so that no write carries timestamp 0.
+func floorTimestamp(c Copy) int64 { return (int64(c.Replay)<<32 | int64(uint32(c.Attempt))) + 1 }

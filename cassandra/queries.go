@@ -61,9 +61,9 @@ AND bucket_index = ?`
 	// Tier 5: the failures of one bucket. Metadata only; the payload stays in the event store.
 	cqlInsertTransaction = `INSERT INTO KS.es_retry_transactions_by_instance
 (region, cluster, service_name, date_of_year, minute_of_day, instance_id, bucket_index,
- transaction_id, added_datetime, allocation_key, stacksaga_impl_type, attempt)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	cqlSelectTransactions = `SELECT transaction_id, added_datetime, allocation_key, stacksaga_impl_type, attempt
+ transaction_id, added_datetime, allocation_key, stacksaga_impl_type, attempt, replay)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	cqlSelectTransactions = `SELECT transaction_id, added_datetime, allocation_key, stacksaga_impl_type, attempt, replay
 FROM KS.es_retry_transactions_by_instance
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
 AND instance_id = ? AND bucket_index = ?`
@@ -93,7 +93,14 @@ VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS`
 WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? IF version = ?`
 
 	// STRICT execution markers.
-	cqlSelectMarker = `SELECT execution_state, lease_owner, updated_at FROM KS.es_execution_markers
+	cqlSelectMarker = `SELECT execution_state, lease_owner, updated_at, floor_replay, floor_attempt FROM KS.es_execution_markers
+WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
+	// The floor has cells of its own, written only here: the state statement above never
+	// touches them. Its write timestamp is the copy's order (floorTimestamp), so that of two
+	// floor writes the newer copy wins whatever order they land in: a late write for an older
+	// copy never lowers the floor.
+	cqlSetFloor = `UPDATE KS.es_execution_markers USING TTL ? AND TIMESTAMP ?
+SET floor_replay = ?, floor_attempt = ?
 WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
 	cqlInsertMarker = `INSERT INTO KS.es_execution_markers
 (service_name, transaction_id, span_key, execution_state, lease_owner, updated_at)

@@ -2,8 +2,10 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -153,8 +155,9 @@ func Schema(keyspace string, r Replication) ([]string, error) {
 	return stmts, nil
 }
 
-// ApplySchema creates the keyspace and the tables that do not exist yet. It does not alter
-// tables that exist: changing a live table's options is an operator's decision.
+// ApplySchema creates the keyspace and the tables that do not exist yet, and adds to existing
+// tables the columns a later release introduced (addedColumns). It changes no table option:
+// changing a live table's options is an operator's decision.
 func ApplySchema(ctx context.Context, s *gocql.Session, keyspace string, r Replication) error {
 	stmts, err := Schema(keyspace, r)
 	if err != nil {
@@ -165,6 +168,84 @@ func ApplySchema(ctx context.Context, s *gocql.Session, keyspace string, r Repli
 		// IF NOT EXISTS makes running the whole list again the way to recover.
 		if err := s.Query(stmt).WithContext(ctx).Exec(); err != nil {
 			return fmt.Errorf("cassandra: apply schema: %s: %w", firstLine(stmt), err)
+		}
+	}
+	return addMissingColumns(ctx, s, keyspace)
+}
+
+// addedColumns are the columns added to a table after its first release, in the order they
+// came. A keyspace created before them gets them from ApplySchema; CREATE TABLE above already
+// has them. Only ever append: a column is never renamed or dropped.
+var addedColumns = []struct{ table, column, cqlType string }{
+	// Invariant 9 (backoff holds): the replay generation of a row and the marker's floor.
+	{"es_retry_transactions_by_instance", "replay", "int"},
+	{"es_execution_markers", "floor_replay", "int"},
+	{"es_execution_markers", "floor_attempt", "int"},
+}
+
+// CheckSchema reports ErrSchemaOutdated, naming what is missing, when the keyspace lacks a
+// table or an added column: a worker of this release started on an older keyspace would fail
+// every query that names it, so it refuses to start instead.
+func CheckSchema(ctx context.Context, s *gocql.Session, keyspace string) error {
+	var missing []string
+	for _, t := range Tables {
+		ok, err := hasColumn(ctx, s, keyspace, t, "")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			missing = append(missing, "table "+t)
+		}
+	}
+	for _, c := range addedColumns {
+		ok, err := hasColumn(ctx, s, keyspace, c.table, c.column)
+		if err != nil {
+			return err
+		}
+		if !ok && !slices.Contains(missing, "table "+c.table) {
+			missing = append(missing, "column "+c.table+"."+c.column)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: keyspace %s lacks %s", ErrSchemaOutdated, keyspace, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// hasColumn reports whether the table has the column (any column, for "") in system_schema.
+func hasColumn(ctx context.Context, s *gocql.Session, keyspace, table, column string) (bool, error) {
+	stmt, args := `SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?`, []any{keyspace, table}
+	if column != "" {
+		stmt, args = stmt+` AND column_name = ?`, append(args, column)
+	}
+	var name string
+	err := s.Query(stmt+` LIMIT 1`, args...).WithContext(ctx).Scan(&name)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, gocql.ErrNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("cassandra: read the schema of %s.%s: %w", keyspace, table, err)
+	}
+}
+
+// addMissingColumns runs ALTER TABLE ... ADD for every added column the keyspace lacks.
+// Cassandra has no ADD IF NOT EXISTS before 5.0's own syntax, so it asks system_schema first;
+// running it twice, or on two hosts at once, only ever meets "already exists", which counts
+// as done.
+func addMissingColumns(ctx context.Context, s *gocql.Session, keyspace string) error {
+	for _, c := range addedColumns {
+		ok, err := hasColumn(ctx, s, keyspace, c.table, c.column)
+		if err != nil {
+			return fmt.Errorf("cassandra: apply schema: %w", err)
+		}
+		if ok {
+			continue
+		}
+		stmt := fmt.Sprintf("ALTER TABLE %s.%s ADD %s %s", keyspace, c.table, c.column, c.cqlType)
+		if err := s.Query(stmt).WithContext(ctx).Exec(); err != nil && !strings.Contains(err.Error(), "already exist") {
+			return fmt.Errorf("cassandra: apply schema: %s: %w", stmt, err)
 		}
 	}
 	return nil
@@ -237,6 +318,7 @@ var tableDDL = []string{
     allocation_key      text,
     stacksaga_impl_type text,
     attempt             int,
+    replay              int,
     PRIMARY KEY ((region, cluster, service_name, date_of_year, minute_of_day, instance_id, bucket_index), transaction_id)
 ) WITH CLUSTERING ORDER BY (transaction_id ASC)
   AND ` + optsDirectory + `
@@ -249,10 +331,12 @@ var tableDDL = []string{
     execution_state text,
     lease_owner     text,
     updated_at      timestamp,
+    floor_replay    int,
+    floor_attempt   int,
     PRIMARY KEY ((service_name, transaction_id), span_key)
 ) WITH CLUSTERING ORDER BY (span_key ASC)
   AND ` + optsMarkers + `
-  AND comment = 'STRICT markers: IN_PROGRESS (TTL = execution timeout + margin) and COMMITTED (TTL = retention, default 7 days).'`,
+  AND comment = 'STRICT markers: IN_PROGRESS (TTL = execution timeout + margin), COMMITTED and DEAD_LETTERED (TTL = retention, default 7 days); floor_* = the newest copy of the step, written only by floor updates (TTL = retention).'`,
 
 	`CREATE TABLE IF NOT EXISTS KS.es_dead_letters (
     region              text,

@@ -96,7 +96,7 @@ var allStatements = []string{
 	cqlInsertTransaction, cqlSelectTransactions, cqlDeleteBucketPartition, cqlDeleteTransaction,
 	cqlSelectWindowCheckpoint, cqlInsertWindowCheckpoint, cqlUpdateWindowCheckpoint,
 	cqlSelectDayCheckpoint, cqlInsertDayCheckpoint, cqlUpdateDayCheckpoint,
-	cqlSelectMarker, cqlInsertMarker,
+	cqlSelectMarker, cqlInsertMarker, cqlSetFloor,
 	cqlInsertDeadLetter, cqlSelectDeadLetters,
 }
 
@@ -409,7 +409,7 @@ func (s *Store) bucketArgs(b BucketKey) []any {
 
 // InsertTransaction writes one tier-5 row.
 func (s *Store) InsertTransaction(ctx context.Context, b BucketKey, t Transaction) error {
-	args := append(s.bucketArgs(b), t.ID, t.AddedAt, t.AllocationKey, t.ImplType, t.Attempt)
+	args := append(s.bucketArgs(b), t.ID, t.AddedAt, t.AllocationKey, t.ImplType, t.Attempt, t.Replay)
 	return s.exec(ctx, cqlInsertTransaction, args...)
 }
 
@@ -434,7 +434,7 @@ func (s *Store) InsertTransactions(ctx context.Context, b BucketKey, ts []Transa
 			batch.Trace(s.tracer)
 		}
 		for _, t := range ts[:n] {
-			args := append(s.bucketArgs(b), t.ID, t.AddedAt, t.AllocationKey, t.ImplType, t.Attempt)
+			args := append(s.bucketArgs(b), t.ID, t.AddedAt, t.AllocationKey, t.ImplType, t.Attempt, t.Replay)
 			batch.Entries = append(batch.Entries, gocql.BatchEntry{Stmt: text, Args: args, Idempotent: true})
 		}
 		if err := s.session.ExecuteBatch(batch); err != nil {
@@ -447,7 +447,11 @@ func (s *Store) InsertTransactions(ctx context.Context, b BucketKey, ts []Transa
 
 func scanTransaction(sc gocql.Scanner) (Transaction, error) {
 	var t Transaction
-	err := sc.Scan(&t.ID, &t.AddedAt, &t.AllocationKey, &t.ImplType, &t.Attempt)
+	var replay *int // null for a row of a writer that predates the column
+	err := sc.Scan(&t.ID, &t.AddedAt, &t.AllocationKey, &t.ImplType, &t.Attempt, &replay)
+	if replay != nil {
+		t.Replay = *replay
+	}
 	return t, err
 }
 

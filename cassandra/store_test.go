@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -353,5 +354,115 @@ func TestDeadLetters(t *testing.T) {
 	got, err = st.ListDeadLetters(ctx, window.Date{Year: 2026, Month: time.March, Day: 3})
 	if err != nil || len(got) != 2 || got[0].Transaction.ImplType != "Pay" || got[0].LastStatus != 422 || got[1].Transaction.ImplType != "Ship" {
 		t.Fatalf("two steps of tx-9 dead-lettered: %+v, %v; want Pay and Ship", got, err)
+	}
+}
+
+// TestMarkerFloor: the floor has cells of its own (IN_PROGRESS and COMMITTED leave it alone, and
+// it outlives an IN_PROGRESS that expires) and never goes down, whatever order writes land in.
+func TestMarkerFloor(t *testing.T) {
+	ctx := ctxT(t)
+	st := storetest.Store(t, 1)
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	floor := func(id string) (cassandra.Copy, bool) {
+		t.Helper()
+		m, _, err := st.Marker(ctx, id, "Pay")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Floor, m.HasFloor
+	}
+	if err := st.MarkInProgress(ctx, "tx-f", "Pay", "w", at, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := floor("tx-f"); ok {
+		t.Fatal("IN_PROGRESS alone reads as a floor")
+	}
+	for _, c := range []cassandra.Copy{{Attempt: 3}, {Attempt: 1}, {Attempt: 2}} {
+		if err := st.SetFloor(ctx, "tx-f", "Pay", c, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, ok := floor("tx-f"); !ok || c != (cassandra.Copy{Attempt: 3}) {
+		t.Fatalf("floor after writes a3, a1, a2 = %v, %v; want r0/a3 (never lowered)", c, ok)
+	}
+	if err := st.SetFloor(ctx, "tx-f", "Pay", cassandra.Copy{Replay: 1}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetFloor(ctx, "tx-f", "Pay", cassandra.Copy{Attempt: 9}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := floor("tx-f"); c != (cassandra.Copy{Replay: 1}) {
+		t.Fatalf("floor = %v; want r1/a0 (a replay generation is above every attempt of the last)", c)
+	}
+	// The IN_PROGRESS cells expire (TTL 1 s, real time); the floor stays.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, found, err := st.Marker(ctx, "tx-f", "Pay")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.State == "" {
+			if !found || !m.HasFloor || m.Floor != (cassandra.Copy{Replay: 1}) {
+				t.Fatalf("after IN_PROGRESS expired: %+v, found %v; want the floor r1/a0 alone", m, found)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("IN_PROGRESS still there after 30 s: %+v", m)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := st.MarkCommitted(ctx, "tx-f", "Pay", "w", at, 0); err != nil {
+		t.Fatal(err)
+	}
+	if m, _, _ := st.Marker(ctx, "tx-f", "Pay"); m.State != cassandra.MarkerCommitted || m.Floor != (cassandra.Copy{Replay: 1}) {
+		t.Fatalf("after COMMITTED: %+v; want COMMITTED with the floor kept", m)
+	}
+	if err := st.SetFloor(ctx, "tx-f", "Pay", cassandra.Copy{Attempt: -1}, 0); !errors.Is(err, cassandra.ErrConfig) {
+		t.Fatalf("negative floor: %v", err)
+	}
+}
+
+// TestApplySchemaAddsColumns: a keyspace made by a release before the replay column and the
+// floor gets them from ApplySchema (twice is harmless), and its old rows read replay 0.
+func TestApplySchemaAddsColumns(t *testing.T) {
+	ctx := ctxT(t)
+	s, ks := storetest.Keyspace(t)
+	for _, stmt := range []string{
+		`ALTER TABLE ` + ks + `.es_retry_transactions_by_instance DROP replay`,
+		`ALTER TABLE ` + ks + `.es_execution_markers DROP floor_attempt`,
+	} {
+		if err := s.Query(stmt).WithContext(ctx).Exec(); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := s.Query(`INSERT INTO ` + ks + `.es_retry_transactions_by_instance (region, cluster, service_name, date_of_year, minute_of_day, instance_id, bucket_index, transaction_id, attempt)
+VALUES ('r', 'c', 's', '2026-03-01', 5, 'pod', 0, 'old', 2)`).WithContext(ctx).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	err := cassandra.CheckSchema(ctx, s, ks)
+	if !errors.Is(err, cassandra.ErrSchemaOutdated) || !strings.Contains(err.Error(), "es_retry_transactions_by_instance.replay") ||
+		!strings.Contains(err.Error(), "es_execution_markers.floor_attempt") || strings.Contains(err.Error(), "floor_replay") {
+		t.Fatalf("CheckSchema on the old keyspace: %v; want ErrSchemaOutdated naming replay and floor_attempt only", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := cassandra.ApplySchema(ctx, s, ks, cassandra.Replication{Factor: 1}); err != nil {
+			t.Fatalf("apply %d: %v", i, err)
+		}
+	}
+	if err := cassandra.CheckSchema(ctx, s, ks); err != nil {
+		t.Fatalf("CheckSchema after ApplySchema: %v", err)
+	}
+	st, err := cassandra.NewStore(s, cassandra.StoreConfig{Keyspace: ks, Ring: lease.RingKey{Region: "r", Cluster: "c", Service: "s"}, WindowMinutes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := mustWindow(t, window.Date{Year: 2026, Month: time.March, Day: 1}, 5, 1)
+	rows, _, err := st.ReadBucketPage(ctx, cassandra.BucketKey{Window: w, InstanceID: "pod"}, nil)
+	if err != nil || len(rows) != 1 || rows[0].ID != "old" || rows[0].Replay != 0 || rows[0].Attempt != 2 {
+		t.Fatalf("old row = %+v, %v; want old at r0/a2", rows, err)
+	}
+	if err := st.SetFloor(ctx, "old", "Pay", cassandra.Copy{Attempt: 3}, time.Hour); err != nil {
+		t.Fatalf("floor on the migrated table: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package cassandra
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/retryring/retryring/window"
@@ -26,7 +27,33 @@ type Transaction struct {
 	AllocationKey string    // allocation_key
 	ImplType      string    // stacksaga_impl_type: names the step to retry
 	Attempt       int       // attempt: 0 for a first failure, +1 per re-recording
+	// Replay is the replay generation: 0 for a failure as its service recorded it, +1 each time
+	// an operator replays the step's dead letter (a null cell, as writers that predate the
+	// column leave it, reads as 0).
+	Replay int
 }
+
+// Copy is where a row stands among the copies of its step: the rows of one step that a worker
+// wrote again (attempt+1) or an operator replayed (replay+1, attempt 0).
+func (t Transaction) Copy() Copy { return Copy{Replay: t.Replay, Attempt: t.Attempt} }
+
+// Copy orders the copies of one step: by replay generation, then by attempt. The marker's floor
+// is a Copy: every row of the step below it was handled, by a newer copy that exists.
+type Copy struct {
+	Replay  int
+	Attempt int
+}
+
+// Less reports whether c comes before o.
+func (c Copy) Less(o Copy) bool {
+	if c.Replay != o.Replay {
+		return c.Replay < o.Replay
+	}
+	return c.Attempt < o.Attempt
+}
+
+// String reads r<replay>/a<attempt>.
+func (c Copy) String() string { return fmt.Sprintf("r%d/a%d", c.Replay, c.Attempt) }
 
 // Marker states of es_execution_markers.
 const (
@@ -44,12 +71,20 @@ const (
 // stays in the directory.
 const DefaultMarkerRetention = 7 * 24 * time.Hour
 
-// Marker is one STRICT execution marker.
+// Marker is one STRICT execution marker: the state of the step's last execution, and its floor.
 type Marker struct {
-	State     string
+	State     string // empty when only the floor is left (an IN_PROGRESS that expired)
 	Owner     string
 	UpdatedAt time.Time
+	// Floor is the newest copy of the step known to exist (HasFloor); every older copy was
+	// handled and is finished without a call. It lives in cells of its own, which IN_PROGRESS
+	// never writes, so an execution that dies mid-call cannot take it away.
+	Floor    Copy
+	HasFloor bool
 }
+
+// Superseded reports whether a row at c was handled already: a newer copy of its step exists.
+func (m Marker) Superseded(c Copy) bool { return m.HasFloor && c.Less(m.Floor) }
 
 // DeadLetter is a failure given up on: its tier-5 address and metadata plus why and when.
 type DeadLetter struct {

@@ -143,8 +143,8 @@ func TestDeadLetteredCopyIsNotExecutedAgain(t *testing.T) {
 		t.Errorf("executions %v; want refused, ok-1 and ok-2 once each", runs)
 	}
 	s := sc.Stats()
-	if s.DeadLettered != 1 || s.SkippedDeadLettered != 1 || s.BucketsKept != 0 {
-		t.Errorf("stats %+v; want 1 dead-lettered, 1 copy skipped on its marker, no bucket kept", s)
+	if s.DeadLettered != 1 || s.SkippedSuperseded != 1 || s.BucketsKept != 0 {
+		t.Errorf("stats %+v; want 1 dead-lettered, 1 copy finished on its floor, no bucket kept", s)
 	}
 	dead, err := e.store.ListDeadLetters(context.Background(), window.DateOf(e.clock.Now()))
 	if err != nil {

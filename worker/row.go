@@ -46,9 +46,14 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 	case found && m.State == cassandra.MarkerCommitted:
 		s.count(&s.stats.SkippedCommitted)
 		return true, nil
-	case found && m.State == cassandra.MarkerDeadLettered:
-		// Given up on already, its dead letter stored: executing a copy again would only repeat
-		// a call the downstream refused for good or a step that ran out of attempts.
+	case found && m.Superseded(t.Copy()):
+		// A newer copy of the step exists (this row was recorded again, or given up on): it
+		// runs at the window its backoff chose, and this one never again (invariant 9).
+		s.count(&s.stats.SkippedSuperseded)
+		return true, nil
+	case found && !m.HasFloor && m.State == cassandra.MarkerDeadLettered:
+		// Given up on before floors were written: executing a copy again would only repeat a
+		// call the downstream refused for good or a step that ran out of attempts.
 		s.count(&s.stats.SkippedDeadLettered)
 		return true, nil
 	case found && m.State == cassandra.MarkerInProgress && m.Owner != s.cfg.WorkerID:
@@ -59,6 +64,9 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 		// after the marker turned COMMITTED or expired.
 		s.count(&s.stats.SkippedInProgress)
 		return false, nil
+	}
+	if s.overdue(b.Window) {
+		return s.carry(ctx, b, token, t)
 	}
 	// No marker, or our own IN_PROGRESS from a call whose outcome was never marked: execute (the
 	// executor's idempotency key covers a call that did reach the downstream service).
@@ -80,6 +88,12 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 		})
 	if err != nil {
 		return false, err
+	}
+	if out.Kind == NotSent {
+		// The call never left: no outcome, no attempt used. The row stays unfinished, so its
+		// bucket is kept and a later pass (under a fresh lease) executes it.
+		s.count(&s.stats.NotSent)
+		return false, nil
 	}
 	s.count(&s.stats.Executed)
 
@@ -120,7 +134,7 @@ func (s *Scanner) execute(ctx context.Context, task Task) (out Outcome) {
 	}()
 	out = s.exec.Execute(ctx, task)
 	switch out.Kind {
-	case Done, Transient, Permanent:
+	case Done, Transient, Permanent, NotSent:
 	default:
 		out = Outcome{Kind: Transient, Status: out.Status, Err: fmt.Errorf("worker: executor returned no outcome (%v): %w", out.Kind, out.Err)}
 	}
@@ -137,6 +151,7 @@ func (s *Scanner) task(b cassandra.BucketKey, t cassandra.Transaction, epoch uin
 		AllocationKey: t.AllocationKey,
 		ImplType:      t.ImplType,
 		Attempt:       t.Attempt,
+		Replay:        t.Replay,
 		AddedAt:       t.AddedAt,
 		Window:        b.Window,
 		WorkerID:      s.cfg.WorkerID,
@@ -158,41 +173,23 @@ func RetryDelay(windowMinutes, attempt int, maxDelay time.Duration) time.Duratio
 const rerecordSteps = 5
 
 // rerecord writes t again, attempt+1, under its own instance id into the window RetryDelay ahead,
-// tier 1 first and tier 5 last, each write allowed by the guard on the instance's token (it is
-// the same instance, so the same token). Only when all five writes succeeded is the row finished.
-//
-// Every write must be acknowledged before the target window starts: a reader opens it
-// max_clock_offset later, and a write still in flight then could land in a bucket that reader
-// already read and is about to delete. So a target that starts too soon for five query timeouts
-// is pushed to a later window, and the writes are bounded by its start. A write that misses the
-// deadline leaves the row unfinished (the source bucket is kept); the directory rows already
-// written lead to nothing and are compacted like any empty ones.
+// then raises the step's floor to the copy, so that no pass executes t again, however long its
+// bucket is kept (invariant 9). Only when the copy and its floor are written is the row finished.
+// A crash between the two leaves t unfinished with no floor: a later pass executes it once more
+// and writes the same copy again (same instance, and a window chosen the same way), the one extra
+// execution invariant 9 allows.
 func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, settle settleFunc, t cassandra.Transaction) (bool, error) {
-	now := s.now()
-	target, err := window.Ahead(now, s.cfg.WindowMinutes, RetryDelay(s.cfg.WindowMinutes, t.Attempt, s.cfg.MaxRetryDelay))
-	if err != nil {
-		return false, s.failed(err)
-	}
-	for target.Start().Sub(now) < rerecordSteps*s.cfg.QueryTimeout {
-		target = target.Next()
-	}
-	ctx, cancel := context.WithTimeout(ctx, target.Start().Sub(now))
-	defer cancel()
-
 	next := t
 	next.Attempt = t.Attempt + 1
-	to := cassandra.BucketKey{Window: target, InstanceID: b.InstanceID, Bucket: 0}
-	steps := [rerecordSteps]func(ctx context.Context) error{
-		func(ctx context.Context) error { return s.store.InsertDay(ctx, target.Day) },
-		func(ctx context.Context) error { return s.store.InsertWindow(ctx, target) },
-		func(ctx context.Context) error { return s.store.InsertInstance(ctx, target, b.InstanceID) },
-		func(ctx context.Context) error { return s.store.InsertBucket(ctx, target, b.InstanceID, to.Bucket) },
-		func(ctx context.Context) error { return s.store.InsertTransaction(ctx, to, next) },
+	target, err := s.copyTo(ctx, b, settle, next, RetryDelay(s.cfg.WindowMinutes, t.Attempt, s.cfg.MaxRetryDelay))
+	if err != nil {
+		return false, err
 	}
-	for _, step := range steps {
-		if err := settle(ctx, step); err != nil {
-			return false, err
-		}
+	err = settle(ctx, func(ctx context.Context) error {
+		return s.store.SetFloor(ctx, t.ID, t.ImplType, next.Copy(), s.cfg.MarkerRetention)
+	})
+	if err != nil {
+		return false, err
 	}
 	s.count(&s.stats.Rerecorded)
 	s.log.Debug().Str("transaction_id", t.ID).Str("instance_id", b.InstanceID).
@@ -200,11 +197,74 @@ func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, settle se
 	return true, nil
 }
 
-// deadLetter gives t up, keeping its metadata, the last outcome, and the attempts made, then
-// marks the step DEAD_LETTERED so that no copy of its row is executed again. The order matters:
-// a marker written before its dead letter, followed by a failed dead-letter write, would finish
-// the row on the next pass with no record of it anywhere. The other way round, a failed marker
-// write only leaves the row to be executed (and dead-lettered, idempotently) once more.
+// copyTo writes row under b's instance id into the window at least delay ahead, tier 1 first and
+// tier 5 last, each write allowed by settle on the instance's token (it is the same instance, so
+// the same token).
+//
+// Every write must be acknowledged before the target window starts: a reader opens it
+// max_clock_offset later, and a write still in flight then could land in a bucket that reader
+// already read and is about to delete. So a target that starts too soon for five query timeouts
+// is pushed to a later window, and the writes are bounded by its start. A write that misses the
+// deadline leaves the row unfinished (the source bucket is kept); the directory rows already
+// written lead to nothing and are compacted like any empty ones.
+func (s *Scanner) copyTo(ctx context.Context, b cassandra.BucketKey, settle settleFunc, row cassandra.Transaction, delay time.Duration) (window.Window, error) {
+	now := s.now()
+	target, err := window.Ahead(now, s.cfg.WindowMinutes, delay)
+	if err != nil {
+		return window.Window{}, s.failed(err)
+	}
+	for target.Start().Sub(now) < rerecordSteps*s.cfg.QueryTimeout {
+		target = target.Next()
+	}
+	ctx, cancel := context.WithTimeout(ctx, target.Start().Sub(now))
+	defer cancel()
+
+	to := cassandra.BucketKey{Window: target, InstanceID: b.InstanceID, Bucket: 0}
+	steps := [rerecordSteps]func(ctx context.Context) error{
+		func(ctx context.Context) error { return s.store.InsertDay(ctx, target.Day) },
+		func(ctx context.Context) error { return s.store.InsertWindow(ctx, target) },
+		func(ctx context.Context) error { return s.store.InsertInstance(ctx, target, b.InstanceID) },
+		func(ctx context.Context) error { return s.store.InsertBucket(ctx, target, b.InstanceID, to.Bucket) },
+		func(ctx context.Context) error { return s.store.InsertTransaction(ctx, to, row) },
+	}
+	for _, step := range steps {
+		if err := settle(ctx, step); err != nil {
+			return window.Window{}, err
+		}
+	}
+	return target, nil
+}
+
+// overdue reports whether a bucket of w has been in the directory longer than marker retention
+// minus a day: the markers of rows handled in it could expire while it is kept, and a row whose
+// marker expired would run again.
+func (s *Scanner) overdue(w window.Window) bool {
+	return s.now().Sub(w.Start()) > s.cfg.MarkerRetention-24*time.Hour
+}
+
+// carry records an unfinished row of an overdue bucket again, unchanged (same replay and attempt:
+// no call was made, so no attempt is used), into the next window, so that the bucket can go and
+// the row starts a fresh stretch of marker retention. Its floor needs no change: the copy is at
+// the same place among the step's copies, and whichever of the two runs first settles the other.
+func (s *Scanner) carry(ctx context.Context, b cassandra.BucketKey, token int64, t cassandra.Transaction) (bool, error) {
+	settle := func(ctx context.Context, fn func(ctx context.Context) error) error { return s.onToken(ctx, token, fn) }
+	target, err := s.copyTo(ctx, b, settle, t, time.Duration(s.cfg.WindowMinutes)*time.Minute)
+	if err != nil {
+		return false, err
+	}
+	s.count(&s.stats.Carried)
+	s.log.Info().Str("transaction_id", t.ID).Str("instance_id", b.InstanceID).Stringer("from", b.Window).
+		Stringer("window", target).Msg("carried out of a bucket kept past marker retention")
+	return true, nil
+}
+
+// deadLetter gives t up, keeping its metadata, the last outcome, and the attempts made; then
+// raises the step's floor past every copy of its replay generation, so that no copy of its row
+// runs again, and marks it DEAD_LETTERED for people. The order matters: a floor written before its
+// dead letter, followed by a failed dead-letter write, would finish the row on the next pass with
+// no record of it anywhere. The other way round, a failed floor write only leaves the row to be
+// executed (and dead-lettered, idempotently: one row per step and day) once more. A replay of the
+// dead letter records generation+1 at attempt 0: exactly the floor, so the replayed copy runs.
 func (s *Scanner) deadLetter(ctx context.Context, b cassandra.BucketKey, settle settleFunc, t cassandra.Transaction, out Outcome) (bool, error) {
 	dl := cassandra.DeadLetter{
 		Bucket:      b,
@@ -217,15 +277,19 @@ func (s *Scanner) deadLetter(ctx context.Context, b cassandra.BucketKey, settle 
 	if out.Err != nil {
 		dl.LastError = out.Err.Error()
 	}
-	err := settle(ctx, func(ctx context.Context) error { return s.store.InsertDeadLetter(ctx, dl) })
-	if err != nil {
-		return false, err
+	writes := []func(ctx context.Context) error{
+		func(ctx context.Context) error { return s.store.InsertDeadLetter(ctx, dl) },
+		func(ctx context.Context) error {
+			return s.store.SetFloor(ctx, t.ID, t.ImplType, cassandra.Copy{Replay: t.Replay + 1}, s.cfg.MarkerRetention)
+		},
+		func(ctx context.Context) error {
+			return s.store.MarkDeadLettered(ctx, t.ID, t.ImplType, s.cfg.WorkerID, s.now(), s.cfg.MarkerRetention)
+		},
 	}
-	err = settle(ctx, func(ctx context.Context) error {
-		return s.store.MarkDeadLettered(ctx, t.ID, t.ImplType, s.cfg.WorkerID, s.now(), s.cfg.MarkerRetention)
-	})
-	if err != nil {
-		return false, err
+	for _, w := range writes {
+		if err := settle(ctx, w); err != nil {
+			return false, err
+		}
 	}
 	s.count(&s.stats.DeadLettered)
 	s.log.Info().Str("transaction_id", t.ID).Str("instance_id", b.InstanceID).Int("attempts", dl.Transaction.Attempt).

@@ -21,9 +21,18 @@ type Stats struct {
 	DeadLettered uint64
 	// SkippedCommitted counts rows not executed because their step's marker was COMMITTED.
 	SkippedCommitted uint64
+	// SkippedSuperseded counts rows finished without an execution because a newer copy of their
+	// step exists (the marker's floor is above them): they were recorded again or given up on.
+	SkippedSuperseded uint64
 	// SkippedDeadLettered counts rows finished without an execution because their step's marker
-	// was DEAD_LETTERED (a copy of a step already given up on).
+	// was DEAD_LETTERED with no floor (a step given up on before floors were written).
 	SkippedDeadLettered uint64
+	// NotSent counts executions that never reached the downstream (the executor refused to send
+	// past the deadline): no outcome, no attempt used, the row stays.
+	NotSent uint64
+	// Carried counts rows of a bucket kept longer than marker retention − 1 day, recorded again
+	// unchanged (same attempt, no call) into the next window so that their markers outlive them.
+	Carried uint64
 	// SkippedInProgress counts rows left for a later pass because another worker's IN_PROGRESS
 	// marker on the step was still alive.
 	SkippedInProgress uint64

@@ -45,6 +45,9 @@ type Markers interface {
 	MarkInProgress(ctx context.Context, transactionID, span, owner string, at time.Time, ttl time.Duration) error
 	MarkCommitted(ctx context.Context, transactionID, span, owner string, at time.Time, retention time.Duration) error
 	MarkDeadLettered(ctx context.Context, transactionID, span, owner string, at time.Time, retention time.Duration) error
+	// SetFloor raises the step's floor to c (never lowers it): rows of the step below c are
+	// finished without a call from then on. Written only after the copy at c exists.
+	SetFloor(ctx context.Context, transactionID, span string, c cassandra.Copy, retention time.Duration) error
 }
 
 // DeadLetters keeps the failures given up on.

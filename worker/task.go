@@ -20,7 +20,10 @@ type Task struct {
 	ImplType      string // stacksaga_impl_type: names the step, and is the marker's span_key
 	// Attempt is the row's attempt column: 0 for a first failure, +1 per re-recording. This
 	// execution is retry number Attempt+1.
-	Attempt    int
+	Attempt int
+	// Replay is the row's replay generation: 0 until an operator replays the step's dead letter.
+	// With ImplType and TransactionID it names the idempotency key of the step.
+	Replay     int
 	AddedAt    time.Time
 	Window     window.Window // the window the row was found in
 	WorkerID   string
@@ -38,6 +41,9 @@ const (
 	Transient
 	// Permanent: the step will never succeed. It is dead-lettered at once.
 	Permanent
+	// NotSent: the call never reached the downstream (the executor refused to send it past its
+	// deadline). It is no outcome: no attempt is used, the row stays for a later pass.
+	NotSent
 )
 
 func (k OutcomeKind) String() string {
@@ -48,6 +54,8 @@ func (k OutcomeKind) String() string {
 		return "transient"
 	case Permanent:
 		return "permanent"
+	case NotSent:
+		return "not_sent"
 	default:
 		return fmt.Sprintf("outcome(%d)", int(k))
 	}

@@ -90,6 +90,9 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		return err
 	}
 	defer session.Close()
+	if err := cassandra.CheckSchema(ctx, session, o.cf.keyspace); err != nil {
+		return err
+	}
 	store, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: o.cf.keyspace, Ring: ring, WindowMinutes: o.ring.windowMinutes})
 	if err != nil {
 		return err
