@@ -69,6 +69,10 @@ type Outcome struct {
 	Status int
 	// Err says what went wrong, for Transient and Permanent; it is kept in the dead letter.
 	Err error
+	// RetryAfter, for Transient, is how long after its answer the downstream asked not to be
+	// called again (the HTTP executor: a 429 or 503 with a valid Retry-After); 0 when it did not
+	// ask. Uncapped: the step's retry policy caps it (retrypolicy.Policy.WithRetryAfter).
+	RetryAfter time.Duration
 }
 
 // Executor runs one retry. It must return within ctx's deadline (the worker's execution

@@ -1,13 +1,16 @@
 // Package executor holds the retry worker's stock Executor: HTTP, which POSTs each task as JSON
 // to a configured URL (the binary's --executor-url) with the header Idempotency-Key set to the
-// transaction id, and classifies the answer:
+// transaction id, and classifies the answer by the step's retry policy (HTTPConfig.Policies,
+// package retrypolicy), whose built-in rules are:
 //
 //   - 2xx or 409 Conflict (the step already happened): worker.Done;
 //   - 5xx, 408, 425, 429, a timeout, a refused or broken connection: worker.Transient;
 //   - any other 4xx: worker.Permanent.
 //
 // A status outside these (1xx, a 3xx that was not followed) is treated as Transient: the retry
-// budget dead-letters it eventually, and a misrouted URL fixed meanwhile loses nothing.
+// budget dead-letters it eventually, and a misrouted URL fixed meanwhile loses nothing. A
+// transient 429 or 503 with a valid Retry-After reports it in Outcome.RetryAfter; an invalid one
+// is ignored.
 //
 // It never retries by itself (the worker decides what a transient failure becomes) and never
 // reads or writes Cassandra.

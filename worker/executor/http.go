@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/worker"
+	"github.com/retryring/retryring/worker/retrypolicy"
 )
 
 // ErrInvalidConfig means an HTTPConfig failed validation.
@@ -36,15 +37,20 @@ type HTTPConfig struct {
 	// a request past its context's deadline (see ErrFenced). A Client given here sends without
 	// that fence.
 	Client *http.Client
+	// Policies classifies each answer by its step's policy (Task.ImplType). The zero Set is the
+	// built-in classification for every step.
+	Policies retrypolicy.Set
 
-	// now is the fence's clock; tests stall it.
+	// now is the fence's clock, and the one a Retry-After date is read against; tests stall it.
 	now func() time.Time
 }
 
 // HTTP is the Executor of the binary: one JSON POST per task.
 type HTTP struct {
-	url    string
-	client *http.Client
+	url      string
+	client   *http.Client
+	policies retrypolicy.Set
+	now      func() time.Time
 }
 
 // NewHTTP checks cfg and returns an executor.
@@ -53,15 +59,15 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: executor url %q must be an absolute http(s) URL", ErrInvalidConfig, cfg.URL)
 	}
+	now := cfg.now
+	if now == nil {
+		now = time.Now
+	}
 	c := cfg.Client
 	if c == nil {
-		now := cfg.now
-		if now == nil {
-			now = time.Now
-		}
 		c = &http.Client{Transport: fencedTransport(now)}
 	}
-	return &HTTP{url: u.String(), client: c}, nil
+	return &HTTP{url: u.String(), client: c, policies: cfg.Policies, now: now}, nil
 }
 
 // Request is the JSON body of each POST (product.md, "Executor").
@@ -98,7 +104,8 @@ func RequestOf(t worker.Task) Request {
 	}
 }
 
-// Execute POSTs t and classifies the answer. It returns when ctx ends at the latest.
+// Execute POSTs t and classifies the answer by t's step's policy. It returns when ctx ends at
+// the latest.
 func (h *HTTP) Execute(ctx context.Context, t worker.Task) worker.Outcome {
 	body, err := json.Marshal(RequestOf(t))
 	if err != nil {
@@ -124,25 +131,26 @@ func (h *HTTP) Execute(ctx context.Context, t worker.Task) worker.Outcome {
 	// Drain a little more so that the connection can be reused; give up on huge bodies.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 
-	kind := Classify(resp.StatusCode)
-	out := worker.Outcome{Kind: kind, Status: resp.StatusCode}
-	if kind != worker.Done {
-		out.Err = fmt.Errorf("executor: %s: %s", resp.Status, bytes.TrimSpace(snippet))
+	out := worker.Outcome{Kind: kindOf(h.policies.For(t.ImplType).Classify(resp.StatusCode)), Status: resp.StatusCode}
+	if out.Kind == worker.Done {
+		return out
+	}
+	out.Err = fmt.Errorf("executor: %s: %s", resp.Status, bytes.TrimSpace(snippet))
+	if out.Kind == worker.Transient && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		// A value that is no Retry-After is ignored: the backoff alone still keeps the row.
+		if d, ok := retrypolicy.RetryAfter(resp.Header.Get("Retry-After"), h.now()); ok {
+			out.RetryAfter = d
+		}
 	}
 	return out
 }
 
-// Classify maps an HTTP status to an outcome kind.
-func Classify(status int) worker.OutcomeKind {
-	switch {
-	case status >= 200 && status < 300, status == http.StatusConflict:
+// kindOf is the worker's name for a policy class.
+func kindOf(c retrypolicy.Class) worker.OutcomeKind {
+	switch c {
+	case retrypolicy.Done:
 		return worker.Done
-	case status >= 500,
-		status == http.StatusRequestTimeout,
-		status == http.StatusTooEarly,
-		status == http.StatusTooManyRequests:
-		return worker.Transient
-	case status >= 400:
+	case retrypolicy.Permanent:
 		return worker.Permanent
 	default:
 		return worker.Transient

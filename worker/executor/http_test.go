@@ -7,12 +7,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/retryring/retryring/window"
 	"github.com/retryring/retryring/worker"
+	"github.com/retryring/retryring/worker/retrypolicy"
 )
 
 func task() worker.Task {
@@ -134,6 +137,81 @@ func TestNewHTTPRefusesBadURLs(t *testing.T) {
 	for _, u := range []string{"", "localhost:8080", "ftp://x/y", "http://", "::"} {
 		if _, err := NewHTTP(HTTPConfig{URL: u}); err == nil {
 			t.Errorf("NewHTTP(%q) accepted", u)
+		}
+	}
+}
+
+// answering is a downstream that answers ?status= with ?retry_after= as its Retry-After.
+func answering(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ra := r.URL.Query().Get("retry_after"); ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
+		status, err := strconv.Atoi(r.URL.Query().Get("status"))
+		if err != nil {
+			t.Errorf("status: %v", err)
+		}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestHTTPReportsRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 9, 10, 15, 0, 0, time.UTC)
+	srv := answering(t)
+	cases := []struct {
+		status     int
+		retryAfter string
+		want       time.Duration
+	}{
+		{429, "120", 2 * time.Minute},
+		{503, now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second}, // read against the executor's clock
+		{503, "7200", 2 * time.Hour}, // uncapped here: the worker's policy caps it
+		{503, "soon", 0},             // ignored, the failure still transient
+		{429, "", 0},                 // none given
+		{500, "120", 0},              // only 429 and 503 carry it
+		{404, "120", 0},              // permanent: no retry to delay
+	}
+	for _, c := range cases {
+		query := url.Values{"status": {strconv.Itoa(c.status)}, "retry_after": {c.retryAfter}}.Encode()
+		ex, err := NewHTTP(HTTPConfig{URL: srv.URL + "/?" + query, now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ex.Execute(context.Background(), task())
+		if out.Status != c.status || out.RetryAfter != c.want || (c.status != 404 && out.Kind != worker.Transient) {
+			t.Errorf("%d with Retry-After %q: %+v, want transient with RetryAfter %v", c.status, c.retryAfter, out, c.want)
+		}
+	}
+}
+
+func TestHTTPClassifiesByTheStepsPolicy(t *testing.T) {
+	set, err := retrypolicy.Parse("p.yaml", []byte("default:\n  done_statuses: [404]\nPayment:\n  transient_statuses: [409]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := answering(t)
+	cases := []struct {
+		impl   string
+		status int
+		want   worker.OutcomeKind
+	}{
+		{"Payment", 409, worker.Transient}, // its own override
+		{"Payment", 404, worker.Done},      // inherited from default
+		{"Inventory", 409, worker.Done},    // the built-in rule
+		{"Inventory", 404, worker.Done},
+		{"Inventory", 400, worker.Permanent},
+	}
+	for _, c := range cases {
+		ex, err := NewHTTP(HTTPConfig{URL: srv.URL + "/?status=" + strconv.Itoa(c.status), Policies: set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk := task()
+		tk.ImplType = c.impl
+		if out := ex.Execute(context.Background(), tk); out.Kind != c.want {
+			t.Errorf("%s answered %d: %+v, want %v", c.impl, c.status, out, c.want)
 		}
 	}
 }
