@@ -14,13 +14,14 @@ func (s *Store) Marker(ctx context.Context, transactionID, span string) (Marker,
 	found := false
 	err := s.scan(ctx, cqlSelectMarker, func(sc gocql.Scanner) error {
 		found = true
-		var replay, attempt *int
-		if err := sc.Scan(&m.State, &m.Owner, &m.UpdatedAt, &replay, &attempt); err != nil {
+		var replay, attempt, stateTTL, floorTTL *int
+		if err := sc.Scan(&m.State, &m.Owner, &m.UpdatedAt, &replay, &attempt, &stateTTL, &floorTTL); err != nil {
 			return err
 		}
 		if replay != nil && attempt != nil {
 			m.Floor, m.HasFloor = Copy{Replay: *replay, Attempt: *attempt}, true
 		}
+		m.StateTTL, m.FloorTTL = seconds(stateTTL), seconds(floorTTL)
 		return nil
 	}, s.ring.Service, transactionID, span)
 	if err != nil {
@@ -93,3 +94,11 @@ func (s *Store) SetFloor(ctx context.Context, transactionID, span string, c Copy
 // floorTimestamp orders floor writes by copy: replay generation in the high bits, attempt in the
 // low 32, plus one so that no write carries timestamp 0.
 func floorTimestamp(c Copy) int64 { return (int64(c.Replay)<<32 | int64(uint32(c.Attempt))) + 1 }
+
+// seconds reads a TTL() column: nil (no cell, or no TTL) is 0.
+func seconds(ttl *int) time.Duration {
+	if ttl == nil {
+		return 0
+	}
+	return time.Duration(*ttl) * time.Second
+}

@@ -93,7 +93,8 @@ VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS`
 WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? IF version = ?`
 
 	// STRICT execution markers.
-	cqlSelectMarker = `SELECT execution_state, lease_owner, updated_at, floor_replay, floor_attempt FROM KS.es_execution_markers
+	cqlSelectMarker = `SELECT execution_state, lease_owner, updated_at, floor_replay, floor_attempt,
+TTL(execution_state), TTL(floor_attempt) FROM KS.es_execution_markers
 WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
 	// The floor has cells of its own, written only here: the state statement above never
 	// touches them. Its write timestamp is the copy's order (floorTimestamp), so that of two

@@ -81,10 +81,25 @@ type Marker struct {
 	// never writes, so an execution that dies mid-call cannot take it away.
 	Floor    Copy
 	HasFloor bool
+	// StateTTL and FloorTTL are the time the state and the floor have left before they expire
+	// (0: no such cell). A row finished by a marker that expires soon must not stay behind it:
+	// see Expiring.
+	StateTTL, FloorTTL time.Duration
 }
 
 // Superseded reports whether a row at c was handled already: a newer copy of its step exists.
 func (m Marker) Superseded(c Copy) bool { return m.HasFloor && c.Less(m.Floor) }
+
+// Expiring reports whether the part of the marker that finishes a row at c (its COMMITTED or
+// DEAD_LETTERED state, or its floor) expires within d: a bucket kept that long could then run
+// the row again.
+func (m Marker) Expiring(c Copy, d time.Duration) bool {
+	ttl := m.StateTTL
+	if m.Superseded(c) {
+		ttl = m.FloorTTL
+	}
+	return ttl > 0 && ttl < d
+}
 
 // DeadLetter is a failure given up on: its tier-5 address and metadata plus why and when.
 type DeadLetter struct {

@@ -309,41 +309,50 @@ func TestCrashBetweenCopyAndFloor(t *testing.T) {
 	e.assertDrained(DefaultMaxClockOffset)
 }
 
-// TestOverdueBucketIsCarried: a bucket kept longer than marker retention minus a day has its
-// unfinished rows recorded again unchanged into the next window, and goes; they then run there.
-// Handled rows are not carried: their markers still finish them.
-func TestOverdueBucketIsCarried(t *testing.T) {
+// TestKeptBucketIsCarriedBeforeItsMarkersExpire: a bucket kept until the markers of its handled
+// rows have less than a day left has its unfinished rows recorded again unchanged into the next
+// window, and goes, so that no handled row can run again when its marker expires. The carried
+// row then runs there, with its attempt unchanged; the handled one never runs again.
+func TestKeptBucketIsCarriedBeforeItsMarkersExpire(t *testing.T) {
 	e := newEnv(t, 1, noon)
 	w := e.win(window.DateOf(noon), 750)
-	e.record("pod-a", w, 100, "done-before", "pending")
-	if err := e.store.MarkCommitted(context.Background(), "done-before", "Payment", "w9", noon, 0); err != nil {
+	e.record("pod-a", w, 100, "done-before", "stuck")
+	retention := markerRenewal + 3*time.Second
+	if err := e.store.MarkCommitted(context.Background(), "done-before", "Payment", "w9", noon, retention); err != nil {
 		t.Fatal(err)
 	}
+	deadline := time.Now().Add(30 * time.Second) // real time: Cassandra counts the TTL down
+	for m, _ := e.marker("done-before"); m.StateTTL >= markerRenewal; m, _ = e.marker("done-before") {
+		if time.Now().After(deadline) {
+			t.Fatalf("COMMITTED TTL still %v after 30 s", m.StateTTL)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	store := newFaultyStore(e.store)
+	store.failOn("in_progress", "stuck", -1) // keeps the bucket
 	ex := &recordingExecutor{}
-	cfg := e.config("w0")
-	cfg.MarkerRetention = 2 * 24 * time.Hour
-	sc := e.scanner(cfg, e.guard(fullRing(), 0, 1, 72*time.Hour), ex)
-
-	e.clock.Set(w.Start().Add(cfg.MarkerRetention - 24*time.Hour + time.Minute))
+	sc, err := New(e.config("w0"), store, e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(w.End().Add(DefaultMaxClockOffset + time.Second))
 	res, err := sc.Cycle(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(ex.all()); n != 0 {
-		t.Fatalf("an overdue bucket executed %d rows, want 0 (carried first)", n)
+	if res.Stats.Carried != 1 || res.Stats.SkippedCommitted != 1 || res.Stats.BucketsDeleted != 1 || res.Stats.BucketsKept != 0 {
+		t.Fatalf("stats %+v; want stuck carried, done-before skipped as committed, the bucket deleted", res.Stats)
 	}
-	if res.Stats.Carried != 1 || res.Stats.SkippedCommitted != 1 || res.Stats.BucketsDeleted != 1 {
-		t.Fatalf("stats %+v; want 1 carried, 1 skipped as committed, the bucket deleted", res.Stats)
+	if c := e.copiesOf("stuck"); len(c) != 1 || c[0] == fmt.Sprintf("minute %d r0/a0", w.Minute) {
+		t.Fatalf("stuck is at %v; want one row in a later window", c)
 	}
-	if c := e.copiesOf("pending"); len(c) != 1 || c[0] == fmt.Sprintf("minute %d r0/a0", w.Minute) {
-		t.Fatalf("pending is at %v; want one row in a later window", c)
-	}
+	store.heal()
 	for i := 0; i < 3; i++ {
 		e.clock.Advance(time.Minute)
 		drain(t, sc, 4)
 	}
-	if runs := ex.runs(); runs["pending"] != 1 || runs["done-before"] != 0 {
-		t.Errorf("executions %v; want pending once, done-before never", runs)
+	if runs := ex.runs(); runs["stuck"] != 1 || runs["done-before"] != 0 {
+		t.Errorf("executions %v; want stuck once, done-before never", runs)
 	}
 	if got := ex.all(); len(got) == 1 && got[0].Attempt != 0 {
 		t.Errorf("the carried row ran with attempt %d, want 0 (no call was made when it was carried)", got[0].Attempt)

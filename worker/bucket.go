@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/lease"
@@ -23,6 +24,9 @@ type bucketRun struct {
 	stop     atomic.Bool  // a row was refused by the guard: dispatch no more
 	complete bool         // every page was read and every row dispatched
 	rowErr   atomic.Pointer[error]
+	// expiring: a row was finished by a marker with less than markerRenewal left. Kept any
+	// longer, the bucket could outlive that marker and run the row again: see carry.
+	expiring atomic.Bool
 }
 
 // streamBucket reads the bucket page by page and dispatches every row. It returns when every
@@ -58,7 +62,7 @@ func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, tok
 			go func(t cassandra.Transaction) {
 				defer run.wg.Done()
 				defer func() { <-s.sem }()
-				ok, err := s.runRow(rowCtx, key, token, t)
+				ok, err := s.runRow(rowCtx, run, t)
 				if ok {
 					run.finished.Add(1)
 					return
@@ -86,7 +90,11 @@ func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 	run.wg.Wait()
 	seen, finished := run.seen.Load(), run.finished.Load()
 	k := run.key
-	if !run.complete || run.stop.Load() || finished != seen {
+	kept := !run.complete || run.stop.Load() || finished != seen
+	if kept && run.expiring.Load() {
+		kept = !s.carry(context.WithoutCancel(ctx), run)
+	}
+	if kept {
 		s.count(&s.stats.BucketsKept)
 		s.log.Info().Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).
 			Int64("rows_seen", seen).Int64("rows_finished", finished).Bool("read_whole", run.complete).
@@ -109,5 +117,56 @@ func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 		return false
 	}
 	s.count(&s.stats.BucketsDeleted)
+	return true
+}
+
+// markerRenewal is how long before a finishing marker expires its bucket stops being kept: a day,
+// as product.md puts it ("a bucket kept longer than retention − 1 day"), measured on the markers
+// themselves, so that an old window that was never kept (an import, a day left behind) runs at
+// once, and a kept one is carried whatever its window's age.
+const markerRenewal = 24 * time.Hour
+
+// carry ends a kept bucket whose handled rows' markers are about to expire: it reads the bucket
+// again and records every row no marker finishes into the next window, unchanged (same replay and
+// attempt: no call was made, so no attempt is used), then reports whether all of them are copied,
+// so that the bucket can be deleted before any of its handled rows could run again. A copy needs
+// no new floor: it stands where its row stood among the step's copies, and whichever of the two
+// runs first settles the other.
+func (s *Scanner) carry(ctx context.Context, run *bucketRun) bool {
+	settle := func(ctx context.Context, fn func(ctx context.Context) error) error {
+		return s.onToken(ctx, run.token, fn)
+	}
+	var state []byte
+	for page := 0; page == 0 || state != nil; page++ {
+		var rows []cassandra.Transaction
+		var next []byte
+		if err := settle(ctx, func(ctx context.Context) (err error) {
+			rows, next, err = s.store.ReadBucketPage(ctx, run.key, state)
+			return err
+		}); err != nil {
+			return false
+		}
+		for _, t := range rows {
+			var m cassandra.Marker
+			var found bool
+			if err := settle(ctx, func(ctx context.Context) (err error) {
+				m, found, err = s.store.Marker(ctx, t.ID, t.ImplType)
+				return err
+			}); err != nil {
+				return false
+			}
+			if s.finishedBy(m, found, t) != nil {
+				continue
+			}
+			target, err := s.copyTo(ctx, run.key, settle, t, time.Duration(s.cfg.WindowMinutes)*time.Minute)
+			if err != nil {
+				return false
+			}
+			s.count(&s.stats.Carried)
+			s.log.Info().Str("transaction_id", t.ID).Str("instance_id", run.key.InstanceID).Stringer("from", run.key.Window).
+				Stringer("window", target).Msg("carried out of a bucket kept until its markers near expiry")
+		}
+		state = next
+	}
 	return true
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/window"
+	"github.com/retryring/retryring/worker/retrypolicy"
 )
 
 // Defaults of Config. A zero field in a Config means its default.
@@ -82,11 +83,15 @@ type Config struct {
 	MarkerMargin time.Duration
 	// MarkerRetention is the TTL of a COMMITTED marker. Default DefaultMarkerRetention.
 	MarkerRetention time.Duration
-	// MaxAttempts is the number of executions after which a transient failure is dead-lettered.
-	// Default DefaultMaxAttempts.
+	// Policies is the retry policy of every step (--retry-policy): its attempts, its longest
+	// delay, and how its answers are classified (an executor classifies; the HTTP executor takes
+	// the same Set). The zero Set is the built-in policy with MaxAttempts and MaxRetryDelay.
+	Policies retrypolicy.Set
+	// MaxAttempts is the number of executions after which a transient failure is dead-lettered,
+	// for a zero Policies. Default DefaultMaxAttempts.
 	MaxAttempts int
-	// MaxRetryDelay caps the delay L × 2^attempt before a transient failure is retried.
-	// Default DefaultMaxRetryDelay.
+	// MaxRetryDelay caps the delay L × 2^attempt before a transient failure is retried, for a
+	// zero Policies. Default DefaultMaxRetryDelay.
 	MaxRetryDelay time.Duration
 	// IdleBackoff is Run's pause after a cycle with nothing to do or a refused lease.
 	// Default DefaultIdleBackoff.
@@ -130,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRetryDelay == 0 {
 		c.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	if c.Policies.Default.MaxAttempts == 0 { // the zero Set: no policy file
+		c.Policies.Default = retrypolicy.Policy{MaxAttempts: c.MaxAttempts, MaxDelay: c.MaxRetryDelay}
 	}
 	if c.IdleBackoff == 0 {
 		c.IdleBackoff = DefaultIdleBackoff

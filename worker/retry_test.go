@@ -3,12 +3,14 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/window"
+	"github.com/retryring/retryring/worker/retrypolicy"
 )
 
 // TestTransientsComeBackAndPermanentsAreDeadLettered: a transient failure is recorded again
@@ -156,17 +158,48 @@ func TestDeadLetteredCopyIsNotExecutedAgain(t *testing.T) {
 	e.assertDrained(DefaultMaxClockOffset)
 }
 
-// TestRetryDelay: L × 2^attempt minutes, capped.
-func TestRetryDelay(t *testing.T) {
-	for _, c := range []struct {
-		l, attempt int
-		want       time.Duration
-	}{
-		{1, 0, time.Minute}, {1, 1, 2 * time.Minute}, {1, 5, 32 * time.Minute}, {1, 6, time.Hour},
-		{1, 1000, time.Hour}, {5, 2, 20 * time.Minute}, {30, 1, time.Hour}, {1440, 0, time.Hour},
-	} {
-		if got := RetryDelay(c.l, c.attempt, time.Hour); got != c.want {
-			t.Errorf("RetryDelay(%d, %d) = %v, want %v", c.l, c.attempt, got, c.want)
-		}
+// TestStepPolicyAndRetryAfter: a step's own policy decides its attempts, and a 503 with
+// Retry-After is recorded no earlier than the downstream asked (capped by the policy).
+func TestStepPolicyAndRetryAfter(t *testing.T) {
+	e := newEnv(t, 1, noon)
+	w := e.win(window.DateOf(noon), 770)
+	e.record("pod-a", w, 100, "later", "short-lived")
+	set, err := retrypolicy.Parse("policy.yaml", []byte("default:\n  max_delay: 30m\nShip:\n  max_attempts: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// record() writes ImplType Payment; short-lived is a Ship step, written by hand.
+	if err := e.store.InsertTransaction(context.Background(), cassandra.BucketKey{Window: w, InstanceID: "pod-a"},
+		cassandra.Transaction{ID: "short-lived", ImplType: "Ship", AddedAt: noon}); err != nil {
+		t.Fatal(err)
+	}
+	ex := &recordingExecutor{answer: func(task Task, _ int) Outcome {
+		return Outcome{Kind: Transient, Status: 503, Err: errors.New("503"), RetryAfter: 20 * time.Minute}
+	}}
+	cfg := e.config("w0")
+	cfg.Policies = set
+	sc := e.scanner(cfg, e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
+	e.clock.Set(w.End().Add(DefaultMaxClockOffset + time.Second))
+	now := e.clock.Now()
+	if _, err := sc.Cycle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	copies := e.copiesOf("later") // the original's bucket is gone: every row in it finished
+	var minute, attempt int
+	if len(copies) != 1 {
+		t.Fatalf("later has rows %v, want its copy alone", copies)
+	}
+	if _, err := fmt.Sscanf(copies[0], "minute %d r0/a%d", &minute, &attempt); err != nil || attempt != 1 {
+		t.Fatalf("copy of later %q (%v); want attempt 1", copies[0], err)
+	}
+	if at := time.Date(now.Year(), now.Month(), now.Day(), 0, minute, 0, 0, time.UTC); at.Before(now.Add(20 * time.Minute).Truncate(time.Minute)) {
+		t.Errorf("the copy of later is in minute %d (%s), before the Retry-After of 20 min from %s", minute, at, now)
+	}
+	dead, err := e.store.ListDeadLetters(context.Background(), window.DateOf(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dead) != 1 || dead[0].Transaction.ID != "short-lived" || dead[0].Transaction.Attempt != 1 {
+		t.Errorf("dead letters %+v; want short-lived after its one attempt (Ship: max_attempts 1)", dead)
 	}
 }

@@ -19,7 +19,8 @@ import (
 // ctx is not the worker's run context: a row that started runs to its end, each step bounded by
 // its timeout and allowed by the guard, so that a stopping worker does not leave markers behind
 // that it could have written.
-func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64, t cassandra.Transaction) (bool, error) {
+func (s *Scanner) runRow(ctx context.Context, run *bucketRun, t cassandra.Transaction) (bool, error) {
+	b, token := run.key, run.token
 	end := s.inflight.begin(tokenScope(token)) // Drain waits for the whole protocol, not one step
 	defer end()
 
@@ -42,20 +43,14 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 	if err != nil {
 		return false, err
 	}
+	if field := s.finishedBy(m, found, t); field != nil {
+		s.count(field)
+		if m.Expiring(t.Copy(), markerRenewal) {
+			run.expiring.Store(true)
+		}
+		return true, nil
+	}
 	switch {
-	case found && m.State == cassandra.MarkerCommitted:
-		s.count(&s.stats.SkippedCommitted)
-		return true, nil
-	case found && m.Superseded(t.Copy()):
-		// A newer copy of the step exists (this row was recorded again, or given up on): it
-		// runs at the window its backoff chose, and this one never again (invariant 9).
-		s.count(&s.stats.SkippedSuperseded)
-		return true, nil
-	case found && !m.HasFloor && m.State == cassandra.MarkerDeadLettered:
-		// Given up on before floors were written: executing a copy again would only repeat a
-		// call the downstream refused for good or a step that ran out of attempts.
-		s.count(&s.stats.SkippedDeadLettered)
-		return true, nil
 	case found && m.State == cassandra.MarkerInProgress && m.Owner != s.cfg.WorkerID:
 		// Another worker started this step less than its execution timeout plus MarkerMargin ago
 		// (the marker's TTL). Token leases keep one instance's rows to one worker, so this is
@@ -64,9 +59,6 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 		// after the marker turned COMMITTED or expired.
 		s.count(&s.stats.SkippedInProgress)
 		return false, nil
-	}
-	if s.overdue(b.Window) {
-		return s.carry(ctx, b, token, t)
 	}
 	// No marker, or our own IN_PROGRESS from a call whose outcome was never marked: execute (the
 	// executor's idempotency key covers a call that did reach the downstream service).
@@ -116,10 +108,32 @@ func (s *Scanner) runRow(ctx context.Context, b cassandra.BucketKey, token int64
 		return s.deadLetter(ctx, b, settle, t, out)
 	default:
 		s.count(&s.stats.Transient)
-		if t.Attempt+1 >= s.cfg.MaxAttempts {
+		p := s.cfg.Policies.For(t.ImplType)
+		if t.Attempt+1 >= p.MaxAttempts {
 			return s.deadLetter(ctx, b, settle, t, out)
 		}
-		return s.rerecord(ctx, b, settle, t)
+		return s.rerecord(ctx, b, settle, t, p.WithRetryAfter(p.Delay(s.cfg.WindowMinutes, t.Attempt, t.ID), out.RetryAfter))
+	}
+}
+
+// finishedBy reports the counter of the reason the marker finishes a row at t without a call, or
+// nil when it does not.
+func (s *Scanner) finishedBy(m cassandra.Marker, found bool, t cassandra.Transaction) *uint64 {
+	switch {
+	case !found:
+		return nil
+	case m.State == cassandra.MarkerCommitted:
+		return &s.stats.SkippedCommitted
+	case m.Superseded(t.Copy()):
+		// A newer copy of the step exists (this row was recorded again, or given up on): it
+		// runs at the window its backoff chose, and this one never again (invariant 9).
+		return &s.stats.SkippedSuperseded
+	case !m.HasFloor && m.State == cassandra.MarkerDeadLettered:
+		// Given up on before floors were written: executing a copy again would only repeat a
+		// call the downstream refused for good or a step that ran out of attempts.
+		return &s.stats.SkippedDeadLettered
+	default:
+		return nil
 	}
 }
 
@@ -159,29 +173,20 @@ func (s *Scanner) task(b cassandra.BucketKey, t cassandra.Transaction, epoch uin
 	}
 }
 
-// RetryDelay is how long after now a transient failure whose row had attempt is retried:
-// L × 2^attempt minutes, capped at maxDelay.
-func RetryDelay(windowMinutes, attempt int, maxDelay time.Duration) time.Duration {
-	d := time.Duration(windowMinutes) * time.Minute
-	for i := 0; i < attempt && d < maxDelay; i++ {
-		d *= 2
-	}
-	return min(d, maxDelay)
-}
-
 // rerecordSteps is the number of writes of a re-recording (tiers 1 to 5).
 const rerecordSteps = 5
 
-// rerecord writes t again, attempt+1, under its own instance id into the window RetryDelay ahead,
-// then raises the step's floor to the copy, so that no pass executes t again, however long its
+// rerecord writes t again, attempt+1, under its own instance id into the window delay ahead (the
+// step's policy: L × 2^attempt capped, jittered by (transaction, attempt), no earlier than the
+// downstream's Retry-After), then raises the step's floor to the copy, so that no pass executes t again, however long its
 // bucket is kept (invariant 9). Only when the copy and its floor are written is the row finished.
 // A crash between the two leaves t unfinished with no floor: a later pass executes it once more
 // and writes the same copy again (same instance, and a window chosen the same way), the one extra
 // execution invariant 9 allows.
-func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, settle settleFunc, t cassandra.Transaction) (bool, error) {
+func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, settle settleFunc, t cassandra.Transaction, delay time.Duration) (bool, error) {
 	next := t
 	next.Attempt = t.Attempt + 1
-	target, err := s.copyTo(ctx, b, settle, next, RetryDelay(s.cfg.WindowMinutes, t.Attempt, s.cfg.MaxRetryDelay))
+	target, err := s.copyTo(ctx, b, settle, next, delay)
 	if err != nil {
 		return false, err
 	}
@@ -233,29 +238,6 @@ func (s *Scanner) copyTo(ctx context.Context, b cassandra.BucketKey, settle sett
 		}
 	}
 	return target, nil
-}
-
-// overdue reports whether a bucket of w has been in the directory longer than marker retention
-// minus a day: the markers of rows handled in it could expire while it is kept, and a row whose
-// marker expired would run again.
-func (s *Scanner) overdue(w window.Window) bool {
-	return s.now().Sub(w.Start()) > s.cfg.MarkerRetention-24*time.Hour
-}
-
-// carry records an unfinished row of an overdue bucket again, unchanged (same replay and attempt:
-// no call was made, so no attempt is used), into the next window, so that the bucket can go and
-// the row starts a fresh stretch of marker retention. Its floor needs no change: the copy is at
-// the same place among the step's copies, and whichever of the two runs first settles the other.
-func (s *Scanner) carry(ctx context.Context, b cassandra.BucketKey, token int64, t cassandra.Transaction) (bool, error) {
-	settle := func(ctx context.Context, fn func(ctx context.Context) error) error { return s.onToken(ctx, token, fn) }
-	target, err := s.copyTo(ctx, b, settle, t, time.Duration(s.cfg.WindowMinutes)*time.Minute)
-	if err != nil {
-		return false, err
-	}
-	s.count(&s.stats.Carried)
-	s.log.Info().Str("transaction_id", t.ID).Str("instance_id", b.InstanceID).Stringer("from", b.Window).
-		Stringer("window", target).Msg("carried out of a bucket kept past marker retention")
-	return true, nil
 }
 
 // deadLetter gives t up, keeping its metadata, the last outcome, and the attempts made; then
