@@ -381,3 +381,31 @@ func TestDeadLetteredBeforeFloorsIsNotExecuted(t *testing.T) {
 	}
 	e.assertDrained(DefaultMaxClockOffset)
 }
+
+// TestCallNeverSentUsesNoAttempt: an execution the executor refused to send (past its deadline)
+// is no outcome: the row stays, no copy is written, and a later pass runs it at the same attempt.
+func TestCallNeverSentUsesNoAttempt(t *testing.T) {
+	e := newEnv(t, 1, noon)
+	w := e.win(window.DateOf(noon), 780)
+	e.record("pod-a", w, 100, "x")
+	ex := &recordingExecutor{answer: func(_ Task, before int) Outcome {
+		if before == 0 {
+			return Outcome{Kind: NotSent, Err: errors.New("fenced")}
+		}
+		return Outcome{Kind: Done, Status: 200}
+	}}
+	sc := e.scanner(e.config("w0"), e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
+	e.clock.Set(w.End().Add(DefaultMaxClockOffset + time.Second))
+	res, err := sc.Cycle(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stats.NotSent != 1 || res.Stats.Executed != 0 || res.Stats.BucketsKept != 1 || len(e.copiesOf("x")) != 1 {
+		t.Fatalf("after the unsent call: stats %+v, rows %v; want it counted NotSent, the bucket kept, no copy", res.Stats, e.copiesOf("x"))
+	}
+	drain(t, sc, 4)
+	if all := ex.all(); len(all) != 2 || all[1].Attempt != 0 {
+		t.Fatalf("tasks %+v; want x tried again at attempt 0", all)
+	}
+	e.assertDrained(DefaultMaxClockOffset)
+}

@@ -9,7 +9,7 @@ var t0 = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 
 // ex builds an execution of instance by worker under epoch, from ms to ms (end < 0: running).
 func ex(seq uint64, tx, instance, worker string, epoch uint64, startMs, endMs int, status int) Execution {
-	e := Execution{Seq: seq, Request: Request{TransactionID: tx, InstanceID: instance, WorkerID: worker, LeaseEpoch: epoch},
+	e := Execution{Seq: seq, Request: Request{TransactionID: tx, InstanceID: instance}, Call: Call{WorkerID: worker, LeaseEpoch: epoch},
 		Start: t0.Add(time.Duration(startMs) * time.Millisecond), Status: status}
 	if endMs >= 0 {
 		e.End = t0.Add(time.Duration(endMs) * time.Millisecond)

@@ -1,6 +1,7 @@
 package downstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +21,15 @@ import (
 // ErrInvalidConfig means a Config failed validation.
 var ErrInvalidConfig = errors.New("downstream: invalid configuration")
 
-// IdempotencyHeader is the header that carries the transaction id (product.md, "Executor").
-const IdempotencyHeader = "Idempotency-Key"
+// The headers of the executor contract (product.md, "Executor"), read here independently of the
+// worker's executor package so that the stub can catch it breaking the contract.
+const (
+	IdempotencyHeader = "Idempotency-Key"       // <transaction_id>:<impl_type>[:r<replay>]
+	AttemptHeader     = "Retry-Attempt"         // 1 for a step's first retry
+	WorkerHeader      = "Retryring-Worker"      // the worker sending the call
+	LeaseEpochHeader  = "Retryring-Lease-Epoch" // the epoch of its lease
+	WindowHeader      = "Retryring-Window"      // <date>/<minute_of_day> of the row's window
+)
 
 // ExecutePath is the path the executor URL points at; GET /v1/summary answers Summary as JSON.
 const ExecutePath = "/execute"
@@ -84,7 +94,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Request is the JSON body the stub expects (product.md, "Executor").
+// Request is the JSON body the stub expects (product.md, "Executor"): the step, the same for
+// every attempt of it. The stub decodes it strictly: a field it does not know (a per-attempt
+// field in the body, as the contract had it before) is a violation.
 type Request struct {
 	TransactionID string `json:"transaction_id"`
 	ServiceName   string `json:"service_name"`
@@ -93,11 +105,48 @@ type Request struct {
 	InstanceID    string `json:"instance_id"`
 	AllocationKey string `json:"allocation_key"`
 	ImplType      string `json:"impl_type"`
-	Attempt       int    `json:"attempt"`
-	WindowDate    string `json:"window_date"`
-	WindowMinute  int    `json:"window_minute"`
-	WorkerID      string `json:"worker_id"`
-	LeaseEpoch    uint64 `json:"lease_epoch"`
+	Replay        int    `json:"replay"`
+}
+
+// Key is the idempotency key the contract gives the step of r.
+func (r Request) Key() string {
+	k := r.TransactionID + ":" + r.ImplType
+	if r.Replay > 0 {
+		k += ":r" + strconv.Itoa(r.Replay)
+	}
+	return k
+}
+
+// Call is what the headers say about one call of a step.
+type Call struct {
+	// Attempt is the row's attempt: the Retry-Attempt header minus one (0 for a first retry).
+	Attempt      int
+	WorkerID     string
+	LeaseEpoch   uint64
+	WindowDate   string
+	WindowMinute int
+}
+
+// parseCall reads the per-attempt headers; the error names the first one that is wrong.
+func parseCall(h http.Header) (Call, error) {
+	var c Call
+	n, err := strconv.Atoi(h.Get(AttemptHeader))
+	if err != nil || n < 1 {
+		return c, fmt.Errorf("%s %q is not a retry number >= 1", AttemptHeader, h.Get(AttemptHeader))
+	}
+	c.Attempt = n - 1
+	if c.WorkerID = h.Get(WorkerHeader); c.WorkerID == "" {
+		return c, fmt.Errorf("empty %s", WorkerHeader)
+	}
+	if c.LeaseEpoch, err = strconv.ParseUint(h.Get(LeaseEpochHeader), 10, 64); err != nil {
+		return c, fmt.Errorf("%s %q is not an epoch", LeaseEpochHeader, h.Get(LeaseEpochHeader))
+	}
+	date, minute, ok := strings.Cut(h.Get(WindowHeader), "/")
+	if c.WindowMinute, err = strconv.Atoi(minute); !ok || err != nil || len(date) != len("2006-01-02") {
+		return c, fmt.Errorf("%s %q is not <date>/<minute>", WindowHeader, h.Get(WindowHeader))
+	}
+	c.WindowDate = date
+	return c, nil
 }
 
 // Execution is one request the stub received on ExecutePath.
@@ -105,6 +154,7 @@ type Execution struct {
 	// Seq numbers executions in arrival order, from 1.
 	Seq uint64
 	Request
+	Call
 	// Start is when the request arrived, End when the answer left (or the client went away).
 	// Both carry a monotonic reading: compare them only with instants of this process.
 	Start, End time.Time
@@ -123,6 +173,9 @@ func (e Execution) Aborted() bool { return e.Status == 0 && !e.End.IsZero() }
 
 // Running reports whether the stub is still working on it.
 func (e Execution) Running() bool { return e.End.IsZero() }
+
+// step is one step of one transaction: what a done answer is about.
+type step struct{ transaction, impl string }
 
 // Violation is a request that broke the executor contract.
 type Violation struct {
@@ -146,7 +199,8 @@ type Server struct {
 
 	mu         sync.Mutex
 	execs      []Execution
-	done       map[string]int // transaction id → executions answered done
+	done       map[step]int      // executions answered done, per step
+	bodies     map[string]string // idempotency key → the first body sent with it
 	violations []Violation
 }
 
@@ -162,7 +216,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, started: cfg.Now(), permanent: map[string]bool{}, ln: ln, served: make(chan struct{}),
-		done: map[string]int{},
+		done: map[step]int{}, bodies: map[string]string{},
 	}
 	for _, id := range cfg.PermanentIDs {
 		s.permanent[id] = true
@@ -230,27 +284,39 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		return // the client went away; nothing was executed
 	}
 	var req Request
-	if err := json.Unmarshal(body, &req); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
 		s.violate(start, "body is not the executor JSON: "+err.Error(), body)
 		http.Error(w, "bad JSON", http.StatusBadRequest)
 		return
 	}
+	call, err := parseCall(r.Header)
 	switch key := r.Header.Get(IdempotencyHeader); {
-	case req.TransactionID == "":
-		s.violate(start, "empty transaction_id", body)
-		http.Error(w, "empty transaction_id", http.StatusBadRequest)
+	case req.TransactionID == "" || req.ImplType == "":
+		s.violate(start, "empty transaction_id or impl_type", body)
+		http.Error(w, "empty transaction_id or impl_type", http.StatusBadRequest)
 		return
-	case key != req.TransactionID:
-		s.violate(start, fmt.Sprintf("%s %q differs from transaction_id %q", IdempotencyHeader, key, req.TransactionID), body)
+	case key != req.Key():
+		s.violate(start, fmt.Sprintf("%s %q is not %q", IdempotencyHeader, key, req.Key()), body)
 		http.Error(w, "bad idempotency key", http.StatusBadRequest)
 		return
-	case req.InstanceID == "" || req.WorkerID == "":
-		s.violate(start, "empty instance_id or worker_id", body)
-		http.Error(w, "missing instance_id or worker_id", http.StatusBadRequest)
+	case req.InstanceID == "":
+		s.violate(start, "empty instance_id", body)
+		http.Error(w, "missing instance_id", http.StatusBadRequest)
+		return
+	case err != nil:
+		s.violate(start, err.Error(), body)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case !s.sameBody(key, body):
+		// The IETF Idempotency-Key draft: a key reused with another payload is refused (422).
+		s.violate(start, fmt.Sprintf("%s %q reused with another body", IdempotencyHeader, key), body)
+		http.Error(w, "idempotency key reused with another body", http.StatusUnprocessableEntity)
 		return
 	}
 
-	seq := s.begin(req, start)
+	seq := s.begin(req, call, start)
 	status := s.decide(req, start)
 	if d := s.delay(); d > 0 {
 		t := time.NewTimer(d)
@@ -291,12 +357,25 @@ func (s *Server) delay() time.Duration {
 	return d
 }
 
-func (s *Server) begin(req Request, start time.Time) uint64 {
+func (s *Server) begin(req Request, call Call, start time.Time) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seq := uint64(len(s.execs)) + 1
-	s.execs = append(s.execs, Execution{Seq: seq, Request: req, Start: start})
+	s.execs = append(s.execs, Execution{Seq: seq, Request: req, Call: call, Start: start})
 	return seq
+}
+
+// sameBody reports whether body is the first body seen under key (and remembers it if it is the
+// first).
+func (s *Server) sameBody(key string, body []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first, ok := s.bodies[key]
+	if !ok {
+		s.bodies[key] = string(body)
+		return true
+	}
+	return first == string(body)
 }
 
 // finish records the answer of execution seq and returns it: 200 becomes 409 for a transaction
@@ -306,12 +385,13 @@ func (s *Server) finish(seq uint64, status int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := &s.execs[seq-1]
-	if status == http.StatusOK && s.done[e.TransactionID] > 0 {
+	st := step{e.TransactionID, e.ImplType}
+	if status == http.StatusOK && s.done[st] > 0 {
 		status = http.StatusConflict
 	}
 	e.End, e.Status = end, status
 	if e.Done() {
-		s.done[e.TransactionID]++
+		s.done[st]++
 	}
 	return status
 }
@@ -371,11 +451,17 @@ func (s *Server) ExecutionsBy(workerID string) []Execution {
 	return out
 }
 
-// DoneCount is how many executions of id were answered done.
+// DoneCount is how many executions of transaction id (any step) were answered done.
 func (s *Server) DoneCount(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.done[id]
+	n := 0
+	for st, c := range s.done {
+		if st.transaction == id {
+			n += c
+		}
+	}
+	return n
 }
 
 // DoneIDs returns every transaction id answered done at least once.
@@ -383,8 +469,8 @@ func (s *Server) DoneIDs() map[string]bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]bool, len(s.done))
-	for id := range s.done {
-		out[id] = true
+	for st := range s.done {
+		out[st.transaction] = true
 	}
 	return out
 }
@@ -413,7 +499,7 @@ func (s *Server) Summary() Summary {
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.execs, s.done, s.violations = nil, map[string]int{}, nil
+	s.execs, s.done, s.bodies, s.violations = nil, map[step]int{}, map[string]string{}, nil
 }
 
 func (s *Server) handleSummary(w http.ResponseWriter, r *http.Request) {

@@ -24,19 +24,35 @@ func start(t *testing.T, cfg Config) *Server {
 	return s
 }
 
-func req(tx, instance, worker string, epoch uint64) Request {
-	return Request{TransactionID: tx, ServiceName: "orders", Region: "r", Cluster: "c", InstanceID: instance,
-		ImplType: "Pay", WindowDate: "2026-01-02", WorkerID: worker, LeaseEpoch: epoch}
+// call is one executor request: the step's body and the headers of one attempt.
+type call struct {
+	Request
+	Call
 }
 
-func post(t *testing.T, ctx context.Context, url string, r Request, key string) int {
+func req(tx, instance, worker string, epoch uint64) call {
+	return call{
+		Request: Request{TransactionID: tx, ServiceName: "orders", Region: "r", Cluster: "c", InstanceID: instance, ImplType: "Pay"},
+		Call:    Call{WindowDate: "2026-01-02", WindowMinute: 5, WorkerID: worker, LeaseEpoch: epoch},
+	}
+}
+
+// post sends c with the idempotency key key ("": the contract's key for c's step).
+func post(t *testing.T, ctx context.Context, url string, c call, key string) int {
 	t.Helper()
-	body, _ := json.Marshal(r)
+	body, _ := json.Marshal(c.Request)
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if key == "" {
+		key = c.Key()
+	}
 	hr.Header.Set(IdempotencyHeader, key)
+	hr.Header.Set(AttemptHeader, fmt.Sprint(c.Attempt+1))
+	hr.Header.Set(WorkerHeader, c.WorkerID)
+	hr.Header.Set(LeaseEpochHeader, fmt.Sprint(c.LeaseEpoch))
+	hr.Header.Set(WindowHeader, fmt.Sprintf("%s/%d", c.WindowDate, c.WindowMinute))
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
 		return 0
@@ -48,13 +64,13 @@ func post(t *testing.T, ctx context.Context, url string, r Request, key string) 
 func TestAnswersAndRecordsEveryExecution(t *testing.T) {
 	s := start(t, Config{PermanentIDs: []string{"bad"}})
 	ctx := context.Background()
-	if got := post(t, ctx, s.URL(), req("tx-1", "pod-1", "w1", 3), "tx-1"); got != 200 {
+	if got := post(t, ctx, s.URL(), req("tx-1", "pod-1", "w1", 3), ""); got != 200 {
 		t.Fatalf("first execution: %d, want 200", got)
 	}
-	if got := post(t, ctx, s.URL(), req("tx-1", "pod-1", "w1", 3), "tx-1"); got != 409 {
+	if got := post(t, ctx, s.URL(), req("tx-1", "pod-1", "w1", 3), ""); got != 409 {
 		t.Fatalf("repeat of a done transaction: %d, want 409", got)
 	}
-	if got := post(t, ctx, s.URL(), req("bad", "pod-1", "w1", 3), "bad"); got != DefaultPermanentStatus {
+	if got := post(t, ctx, s.URL(), req("bad", "pod-1", "w1", 3), ""); got != DefaultPermanentStatus {
 		t.Fatalf("permanent id: %d, want %d", got, DefaultPermanentStatus)
 	}
 	es := s.Executions()
@@ -94,7 +110,7 @@ func TestContractViolationsAreRecordedNotExecuted(t *testing.T) {
 	if got := post(t, ctx, s.URL(), req("tx-1", "pod-1", "w1", 1), "other"); got != 400 {
 		t.Fatalf("mismatched key: %d", got)
 	}
-	if got := post(t, ctx, s.URL(), req("tx-1", "", "w1", 1), "tx-1"); got != 400 {
+	if got := post(t, ctx, s.URL(), req("tx-1", "", "w1", 1), ""); got != 400 {
 		t.Fatalf("no instance: %d", got)
 	}
 	resp, err := http.Post(s.URL(), "application/json", strings.NewReader("{not json"))
@@ -102,11 +118,29 @@ func TestContractViolationsAreRecordedNotExecuted(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if n := len(s.Violations()); n != 3 {
-		t.Fatalf("%d violations, want 3: %v", n, s.Violations())
+	// The contract before floors: per-attempt fields in the body, the bare transaction id as key.
+	old, _ := http.NewRequest(http.MethodPost, s.URL(), strings.NewReader(`{"transaction_id":"tx-1","impl_type":"Pay","instance_id":"p","attempt":2}`))
+	old.Header.Set(IdempotencyHeader, "tx-1")
+	if resp, err := http.DefaultClient.Do(old); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("old-contract request: %v, %v; want 400", resp, err)
 	}
-	if n := len(s.Executions()); n != 0 {
-		t.Fatalf("%d executions recorded for bad requests", n)
+	noAttempt := req("tx-2", "pod-1", "w1", 1)
+	noAttempt.Attempt = -1 // Retry-Attempt: 0
+	if got := post(t, ctx, s.URL(), noAttempt, ""); got != 400 {
+		t.Fatalf("Retry-Attempt 0: %d, want 400", got)
+	}
+	// The same key with another body: refused, as the IETF draft has it.
+	if got := post(t, ctx, s.URL(), req("tx-3", "pod-1", "w1", 1), ""); got != 200 {
+		t.Fatalf("first call of tx-3: %d", got)
+	}
+	if got := post(t, ctx, s.URL(), req("tx-3", "pod-2", "w1", 1), ""); got != 422 {
+		t.Fatalf("tx-3 again with another body: %d, want 422", got)
+	}
+	if n := len(s.Violations()); n != 6 {
+		t.Fatalf("%d violations, want 6: %v", n, s.Violations())
+	}
+	if n := len(s.Executions()); n != 1 {
+		t.Fatalf("%d executions recorded, want tx-3's good call alone", n)
 	}
 }
 
@@ -114,19 +148,19 @@ func TestUnavailableForAWhileAndBySwitch(t *testing.T) {
 	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := start(t, Config{UnavailableFor: 10 * time.Second, Now: clk.Now})
 	ctx := context.Background()
-	if got := post(t, ctx, s.URL(), req("a", "p", "w", 1), "a"); got != 503 {
+	if got := post(t, ctx, s.URL(), req("a", "p", "w", 1), ""); got != 503 {
 		t.Fatalf("inside UnavailableFor: %d", got)
 	}
 	clk.Advance(10 * time.Second)
-	if got := post(t, ctx, s.URL(), req("a", "p", "w", 1), "a"); got != 200 {
+	if got := post(t, ctx, s.URL(), req("a", "p", "w", 1), ""); got != 200 {
 		t.Fatalf("after UnavailableFor: %d", got)
 	}
 	s.SetUnavailable(true)
-	if got := post(t, ctx, s.URL(), req("b", "p", "w", 1), "b"); got != 503 {
+	if got := post(t, ctx, s.URL(), req("b", "p", "w", 1), ""); got != 503 {
 		t.Fatalf("switch on: %d", got)
 	}
 	s.SetUnavailable(false)
-	if got := post(t, ctx, s.URL(), req("b", "p", "w", 1), "b"); got != 200 {
+	if got := post(t, ctx, s.URL(), req("b", "p", "w", 1), ""); got != 200 {
 		t.Fatalf("switch off: %d", got)
 	}
 	if d := s.Duplicates(); len(d) != 0 {
@@ -158,7 +192,7 @@ func TestAbortedWhenTheClientGoesAway(t *testing.T) {
 	s := start(t, Config{Latency: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
-	go func() { done <- post(t, ctx, s.URL(), req("a", "p", "w", 1), "a") }()
+	go func() { done <- post(t, ctx, s.URL(), req("a", "p", "w", 1), "") }()
 	if err := s.WaitExecutions(context.Background(), func(es []Execution) bool { return len(es) == 1 }); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +222,7 @@ func TestConcurrentExecutionsOfOneTransactionAreDoneOnceThenConflict(t *testing.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes <- post(t, context.Background(), s.URL(), req("same", "p", "w", 1), "same")
+			codes <- post(t, context.Background(), s.URL(), req("same", "p", "w", 1), "")
 		}()
 	}
 	wg.Wait()
@@ -210,7 +244,7 @@ func TestConcurrentExecutionsOfOneTransactionAreDoneOnceThenConflict(t *testing.
 
 func TestSummaryEndpoint(t *testing.T) {
 	s := start(t, Config{})
-	post(t, context.Background(), s.URL(), req("a", "p", "w", 1), "a")
+	post(t, context.Background(), s.URL(), req("a", "p", "w", 1), "")
 	resp, err := http.Get("http://" + s.Addr() + "/v1/summary")
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,14 @@
 // Package executor holds the retry worker's stock Executor: HTTP, which POSTs each task as JSON
-// to a configured URL (the binary's --executor-url) with the header Idempotency-Key set to the
-// transaction id, and classifies the answer by the step's retry policy (HTTPConfig.Policies,
-// package retrypolicy), whose built-in rules are:
+// to a configured URL (the binary's --executor-url) and classifies the answer by the step's retry
+// policy (HTTPConfig.Policies, package retrypolicy).
+//
+// The body names the step and is the same for every attempt of it; the header Idempotency-Key is
+// <transaction_id>:<impl_type> (plus :r<replay> after a dead-letter replay), one key per step;
+// what changes per attempt travels in headers: Retry-Attempt (1 for the first retry),
+// Retryring-Worker, Retryring-Lease-Epoch and Retryring-Window (<date>/<minute_of_day>). A
+// request the fence refused never reached the downstream: worker.NotSent, which uses no attempt.
+//
+// The built-in classification:
 //
 //   - 2xx or 409 Conflict (the step already happened): worker.Done;
 //   - 5xx, 408, 425, 429, a timeout, a refused or broken connection: worker.Transient;

@@ -45,8 +45,8 @@ func TestFenceStopsARequestPastItsDeadline(t *testing.T) {
 
 	// A fresh connection, stalled past the deadline.
 	clock.stall(time.Minute)
-	if out := run(); out.Kind != worker.Transient || !errors.Is(out.Err, ErrFenced) {
-		t.Errorf("stalled on a fresh connection: %+v, want Transient with ErrFenced", out)
+	if out := run(); out.Kind != worker.NotSent || !errors.Is(out.Err, ErrFenced) {
+		t.Errorf("stalled on a fresh connection: %+v, want NotSent with ErrFenced", out)
 	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the server received %d requests sent past their deadline", n)
@@ -64,8 +64,8 @@ func TestFenceStopsARequestPastItsDeadline(t *testing.T) {
 	// Stalled again, on the kept-alive connection: Go's transport may retry a request with an
 	// Idempotency-Key on another connection when nothing was written; none of them may send it.
 	clock.stall(time.Minute)
-	if out := run(); out.Kind != worker.Transient || !errors.Is(out.Err, ErrFenced) {
-		t.Errorf("stalled on a reused connection: %+v, want Transient with ErrFenced", out)
+	if out := run(); out.Kind != worker.NotSent || !errors.Is(out.Err, ErrFenced) {
+		t.Errorf("stalled on a reused connection: %+v, want NotSent with ErrFenced", out)
 	}
 	if n := hits.Load(); n != 1 {
 		t.Fatalf("server hits %d: a request past its deadline went through a reused connection", n)
@@ -108,8 +108,8 @@ func TestFenceHoldsOverTLS(t *testing.T) {
 		t.Fatalf("not stalled over TLS: %+v, %d hits; want Done, 1", out, hits.Load())
 	}
 	clock.stall(time.Minute)
-	if out := run(); out.Kind != worker.Transient || !errors.Is(out.Err, ErrFenced) {
-		t.Errorf("stalled over TLS: %+v, want Transient with ErrFenced", out)
+	if out := run(); out.Kind != worker.NotSent || !errors.Is(out.Err, ErrFenced) {
+		t.Errorf("stalled over TLS: %+v, want NotSent with ErrFenced", out)
 	}
 	if n := hits.Load(); n != 1 {
 		t.Fatalf("server hits %d: a stalled request went through over TLS", n)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -20,9 +21,33 @@ import (
 // ErrInvalidConfig means an HTTPConfig failed validation.
 var ErrInvalidConfig = errors.New("executor: invalid configuration")
 
-// IdempotencyHeader carries the transaction id, so that a downstream service can recognise a step
-// executed twice (a worker may crash between the call and its COMMITTED marker).
-const IdempotencyHeader = "Idempotency-Key"
+// The headers of every request. The body is the same for every attempt of a step, as the IETF
+// Idempotency-Key draft expects of a client that reuses a key; what changes per attempt travels
+// here.
+const (
+	// IdempotencyHeader names the step: <transaction_id>:<impl_type>, plus :r<replay> after a
+	// replay of its dead letter (IdempotencyKey). One key per step, so that two steps of one
+	// transaction are never taken for one request.
+	IdempotencyHeader = "Idempotency-Key"
+	// AttemptHeader is the retry number of this call: 1 for the first retry of a step (the row's
+	// attempt + 1).
+	AttemptHeader = "Retry-Attempt"
+	// WorkerHeader is the worker that sends it; LeaseEpochHeader the epoch of the lease it runs
+	// under, for a downstream that fences on it; WindowHeader the window the row was found in,
+	// <date>/<minute_of_day> (UTC).
+	WorkerHeader     = "Retryring-Worker"
+	LeaseEpochHeader = "Retryring-Lease-Epoch"
+	WindowHeader     = "Retryring-Window"
+)
+
+// IdempotencyKey is the key of a step: one per (transaction, step, replay generation).
+func IdempotencyKey(transactionID, implType string, replay int) string {
+	key := transactionID + ":" + implType
+	if replay > 0 {
+		key += ":r" + strconv.Itoa(replay)
+	}
+	return key
+}
 
 // maxErrorBody is how much of a failed response's body is kept in the outcome's error (and so in
 // the dead letter).
@@ -70,7 +95,8 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	return &HTTP{url: u.String(), client: c, policies: cfg.Policies, now: now}, nil
 }
 
-// Request is the JSON body of each POST (product.md, "Executor").
+// Request is the JSON body of each POST (product.md, "Executor"): the step, the same for every
+// attempt of it.
 type Request struct {
 	TransactionID string `json:"transaction_id"`
 	ServiceName   string `json:"service_name"`
@@ -79,11 +105,7 @@ type Request struct {
 	InstanceID    string `json:"instance_id"`
 	AllocationKey string `json:"allocation_key"`
 	ImplType      string `json:"impl_type"`
-	Attempt       int    `json:"attempt"`
-	WindowDate    string `json:"window_date"`   // YYYY-MM-DD (UTC)
-	WindowMinute  int    `json:"window_minute"` // minute_of_day of the window's first minute
-	WorkerID      string `json:"worker_id"`
-	LeaseEpoch    uint64 `json:"lease_epoch"`
+	Replay        int    `json:"replay"` // the replay generation, also in the idempotency key
 }
 
 // RequestOf is the body sent for t.
@@ -96,12 +118,18 @@ func RequestOf(t worker.Task) Request {
 		InstanceID:    t.InstanceID,
 		AllocationKey: t.AllocationKey,
 		ImplType:      t.ImplType,
-		Attempt:       t.Attempt,
-		WindowDate:    t.Window.Day.String(),
-		WindowMinute:  t.Window.Minute,
-		WorkerID:      t.WorkerID,
-		LeaseEpoch:    t.LeaseEpoch,
+		Replay:        t.Replay,
 	}
+}
+
+// setHeaders sets the per-attempt headers of t's request.
+func setHeaders(h http.Header, t worker.Task) {
+	h.Set("Content-Type", "application/json")
+	h.Set(IdempotencyHeader, IdempotencyKey(t.TransactionID, t.ImplType, t.Replay))
+	h.Set(AttemptHeader, strconv.Itoa(t.Attempt+1))
+	h.Set(WorkerHeader, t.WorkerID)
+	h.Set(LeaseEpochHeader, strconv.FormatUint(t.LeaseEpoch, 10))
+	h.Set(WindowHeader, t.Window.Day.String()+"/"+strconv.Itoa(t.Window.Minute))
 }
 
 // Execute POSTs t and classifies the answer by t's step's policy. It returns when ctx ends at
@@ -116,13 +144,17 @@ func (h *HTTP) Execute(ctx context.Context, t worker.Task) worker.Outcome {
 	if err != nil {
 		return worker.Outcome{Kind: worker.Permanent, Err: fmt.Errorf("executor: build request: %w", err)}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(IdempotencyHeader, t.TransactionID)
+	setHeaders(req.Header, t)
 
 	resp, err := h.client.Do(req)
 	if err != nil {
-		if fenced() && !errors.Is(err, ErrFenced) {
-			err = fmt.Errorf("%w (%w)", ErrFenced, err)
+		if fenced() {
+			// Refused before a byte was written: the downstream never saw it, so it is no
+			// outcome and uses no attempt (the row stays for a later pass).
+			if !errors.Is(err, ErrFenced) {
+				err = fmt.Errorf("%w (%w)", ErrFenced, err)
+			}
+			return worker.Outcome{Kind: worker.NotSent, Err: err}
 		}
 		return worker.Outcome{Kind: worker.Transient, Err: transportError(ctx, err)}
 	}

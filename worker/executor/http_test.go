@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,14 +29,19 @@ func task() worker.Task {
 }
 
 func TestHTTPSendsTheTaskWithAnIdempotencyKey(t *testing.T) {
-	var got map[string]any
-	var key, ctype string
+	type seen struct {
+		body   map[string]any
+		header http.Header
+	}
+	var got []seen
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, ctype = r.Header.Get(IdempotencyHeader), r.Header.Get("Content-Type")
+		var s seen
+		s.header = r.Header.Clone()
 		body, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(body, &got); err != nil {
+		if err := json.Unmarshal(body, &s.body); err != nil {
 			t.Errorf("body %q: %v", body, err)
 		}
+		got = append(got, s)
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
@@ -43,25 +49,43 @@ func TestHTTPSendsTheTaskWithAnIdempotencyKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := ex.Execute(context.Background(), task())
-	if out.Kind != worker.Done || out.Status != 204 || out.Err != nil {
-		t.Fatalf("outcome %+v, want done", out)
-	}
-	if key != "tx-1" || ctype != "application/json" {
-		t.Fatalf("Idempotency-Key %q, Content-Type %q", key, ctype)
+	first, later, replayed := task(), task(), task()
+	later.Attempt, later.WorkerID, later.LeaseEpoch, later.Window.Minute = 5, "w2", 9, 640
+	replayed.Replay = 1
+	for _, tk := range []worker.Task{first, later, replayed} {
+		if out := ex.Execute(context.Background(), tk); out.Kind != worker.Done || out.Status != 204 || out.Err != nil {
+			t.Fatalf("outcome %+v, want done", out)
+		}
 	}
 	want := map[string]any{
 		"transaction_id": "tx-1", "service_name": "orders", "region": "eu", "cluster": "c1",
-		"instance_id": "pod-a", "allocation_key": "alloc", "impl_type": "Payment", "attempt": 2.0,
-		"window_date": "2026-03-09", "window_minute": 615.0, "worker_id": "w1", "lease_epoch": 7.0,
+		"instance_id": "pod-a", "allocation_key": "alloc", "impl_type": "Payment", "replay": 0.0,
 	}
-	if len(got) != len(want) {
-		t.Fatalf("body %v has %d fields, want %d", got, len(got), len(want))
+	if len(got[0].body) != len(want) {
+		t.Fatalf("body %v has %d fields, want %d", got[0].body, len(got[0].body), len(want))
 	}
 	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %v (%T), want %v", k, got[k], got[k], v)
+		if got[0].body[k] != v {
+			t.Errorf("%s = %v (%T), want %v", k, got[0].body[k], got[0].body[k], v)
 		}
+	}
+	// Another attempt of the same step: the same key and the same body; what changed is in headers.
+	if !maps.Equal(got[0].body, got[1].body) {
+		t.Errorf("the body changed between attempts: %v, then %v", got[0].body, got[1].body)
+	}
+	for i, w := range []map[string]string{
+		{IdempotencyHeader: "tx-1:Payment", AttemptHeader: "3", WorkerHeader: "w1", LeaseEpochHeader: "7", WindowHeader: "2026-03-09/615", "Content-Type": "application/json"},
+		{IdempotencyHeader: "tx-1:Payment", AttemptHeader: "6", WorkerHeader: "w2", LeaseEpochHeader: "9", WindowHeader: "2026-03-09/640"},
+		{IdempotencyHeader: "tx-1:Payment:r1"},
+	} {
+		for h, v := range w {
+			if g := got[i].header.Get(h); g != v {
+				t.Errorf("request %d: %s = %q, want %q", i, h, g, v)
+			}
+		}
+	}
+	if got[2].body["replay"] != 1.0 {
+		t.Errorf("replayed body %v, want replay 1", got[2].body)
 	}
 }
 
