@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -260,5 +261,36 @@ func TestFreePortNeverRepeats(t *testing.T) {
 			t.Fatalf("port %d handed out twice", p)
 		}
 		seen[p] = true
+	}
+}
+
+func TestGroupCloseKillsEveryProcessAndKeepsTheDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	g, err := GroupIn(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, name := range []string{"a", "b"} {
+		p, url := launchHelper(t, g, name, "http")
+		if err := WaitOK(bounded(t), p, url); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, p.Pid())
+	}
+	if err := g.Processes()[1].Stop(); err != nil { // a stopped one must die too
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, pid := range pids {
+		waitDead(t, pid)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.log")); err != nil {
+		t.Fatalf("Close removed the logs: %v", err)
 	}
 }
