@@ -5,8 +5,8 @@
 //     scripts/cassandra.sh is nearby, starts one with it), and applies the schema to a fresh
 //     keyspace, demo_<UTC date>_<time>, dropped at the end unless Keep;
 //  2. starts the stub downstream (internal/downstream) answering 503, three coordinators and three
-//     workers as processes of the same binary (internal/proc), and waits until the workers'
-//     leases cover the ring;
+//     workers as processes of the same binary (a proc.Cluster, as the end-to-end tests start
+//     theirs), and waits until the workers' leases cover the ring;
 //  3. records a burst of failures (20,000 across 10 instances by default) in this process, as
 //     the regular services would, through the recorder's W+1 path;
 //  4. shows live progress about once a second: per window recorded, pending, done, retried and

@@ -17,8 +17,6 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/coordinator"
-	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/window"
@@ -79,26 +77,22 @@ type runner struct {
 
 	session *gocql.Session
 	store   *cassandra.Store
-	ds      *downstream.Server
-	fleet   *fleet
-	// fleetForSignal is fleet for the second-signal watcher, which runs on its own goroutine.
-	fleetForSignal atomic.Pointer[fleet]
-	insp           *inspector
-	logDir         string
+	logDir  string
+	cluster *proc.Cluster
+	// group is the processes' group for the second-signal watcher, which runs on its own
+	// goroutine and must kill even what a start that failed half-way left.
+	group atomic.Pointer[proc.Group]
+	insp  *inspector
 	// background are the inspector and the leader poll: waited for before the processes stop
 	// and the session closes.
 	background sync.WaitGroup
+	leader     leaderPoll
 
 	// The burst.
 	mu         sync.Mutex
 	own        map[window.Window][]string
 	written    atomic.Int64
 	recordTime time.Duration
-
-	// The leader as last polled.
-	leaderMu   sync.Mutex
-	leaderCo   *proc.Coordinator
-	leaderView coordinator.RingView
 
 	// Faults and process states shown beside the ring ("killed", "restarting").
 	faults      sync.WaitGroup
@@ -156,34 +150,25 @@ func (r *runner) run(ctx context.Context) (sum Summary, err error) {
 		if r.logDir, err = os.MkdirTemp("", "retryring-demo-"); err != nil {
 			return sum, err
 		}
-	} else if err := os.MkdirAll(r.logDir, 0o755); err != nil {
+	}
+	g, err := proc.GroupIn(r.logDir)
+	if err != nil {
 		return sum, err
 	}
 	r.screen.say("logs of every process: " + r.logDir)
 	defer func() { r.removeLogs(err) }()
-
-	if r.ds, err = downstream.Start(downstream.Config{
-		PermanentFraction: cfg.PermanentFraction, Latency: cfg.Latency, Jitter: cfg.Jitter,
-	}); err != nil {
-		return sum, err
-	}
-	defer r.ds.Close()
-	if cfg.Duration503 > 0 {
-		r.ds.SetUnavailable(true)
-		r.unavailable.Store(true)
-	}
+	r.unavailable.Store(cfg.Duration503 > 0)
 
 	runCtx, cancel := context.WithCancel(ctx)
-	r.fleet = newFleet(cfg, r.logDir, r.ds)
-	r.fleetForSignal.Store(r.fleet)
+	r.group.Store(g)
 	defer func() {
 		cancel()
 		r.faults.Wait() // no restart may race with the stop
 		r.background.Wait()
 		r.screen.say("stopping: workers leave the ring, then the coordinators stop")
-		r.fleet.stop(cfg.StopWait)
+		r.stopFleet(g)
 	}()
-	if err := r.startFleet(runCtx); err != nil {
+	if err := r.startFleet(runCtx, g); err != nil {
 		return sum, err
 	}
 	r.insp = newInspector(r.store, cfg.MaxClockOffset, r.now)
@@ -194,65 +179,12 @@ func (r *runner) run(ctx context.Context) (sum Summary, err error) {
 	}()
 	go func() {
 		defer r.background.Done()
-		r.pollLeader(runCtx)
+		r.leader.run(runCtx, r.cluster, cfg.Refresh)
 	}()
 
 	sum, err = r.drive(runCtx)
 	r.screen.release()
 	return sum, err
-}
-
-// startFleet launches the coordinators and workers and waits for a settled ring.
-func (r *runner) startFleet(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, setupWait)
-	defer cancel()
-	if err := r.fleet.startCoordinators(ctx); err != nil {
-		return fmt.Errorf("demo: start coordinators: %w", err)
-	}
-	co, err := r.fleet.waitLeader(ctx)
-	if err != nil {
-		return fmt.Errorf("demo: no coordinator leader: %w", err)
-	}
-	r.screen.say(fmt.Sprintf("%d coordinators up; leader %s; ring page %s", r.cfg.Coordinators, co.ID, co.URL("/")))
-	if err := r.fleet.startWorkers(ctx); err != nil {
-		return fmt.Errorf("demo: start workers: %w", err)
-	}
-	v, err := r.fleet.waitSettled(ctx)
-	if err != nil {
-		return fmt.Errorf("demo: the ring did not settle: %w", err)
-	}
-	r.screen.say(fmt.Sprintf("%d workers hold the whole ring (generation %d); downstream stub at %s",
-		r.cfg.Workers, ringOf(v, r.cfg.Ring).Generation, r.ds.URL()))
-	return nil
-}
-
-// pollLeader keeps the leader and its view fresh for the frames.
-func (r *runner) pollLeader(ctx context.Context) {
-	t := time.NewTicker(r.cfg.Refresh)
-	defer t.Stop()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-		co, v, err := r.fleet.leader(pctx)
-		cancel()
-		r.leaderMu.Lock()
-		if err == nil {
-			r.leaderCo, r.leaderView = co, v
-		} else if r.leaderCo != nil && !r.leaderCo.Running() {
-			r.leaderCo = nil
-		}
-		r.leaderMu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (r *runner) leader() (*proc.Coordinator, coordinator.RingView) {
-	r.leaderMu.Lock()
-	defer r.leaderMu.Unlock()
-	return r.leaderCo, r.leaderView
 }
 
 // drive records the burst, shows progress, runs the faults, and returns the summary once
@@ -295,7 +227,7 @@ func (r *runner) drive(ctx context.Context) (Summary, error) {
 			since := now.Sub(drainStart)
 			if !recovered && since >= cfg.Duration503 {
 				recovered = true
-				r.ds.SetUnavailable(false)
+				r.cluster.Downstream.SetUnavailable(false)
 				r.unavailable.Store(false)
 				r.event("downstream recovered: it answers 200 from now on (what failed meanwhile waits in a later window)")
 			}
@@ -384,20 +316,20 @@ func (r *runner) ledger(now time.Time) Ledger {
 	seen, dead, _ := r.insp.state()
 	return account(ledgerInput{
 		Now: now, Offset: r.cfg.MaxClockOffset, Length: r.cfg.WindowMinutes,
-		Own: own, Seen: seen, Execs: r.ds.Executions(), Dead: dead,
+		Own: own, Seen: seen, Execs: r.cluster.Downstream.Executions(), Dead: dead,
 	})
 }
 
 // view builds a frame.
 func (r *runner) view(now time.Time, l Ledger, rate float64, burstDone bool, drainStart, drainedAt time.Time, faultsDone bool) view {
-	co, rv := r.leader()
+	co, rv := r.leader.last()
 	v := view{
 		Now: now, Started: r.started, Keyspace: r.cfg.Keyspace, Ring: r.cfg.Ring, Ledger: l, ExecRate: rate,
 		MaxWindows: tableWindows,
 	}
 	if co != nil && co.Running() {
 		v.AdminURL, v.Leader, v.Term = co.URL("/"), co.ID, rv.RaftTerm
-		ring := ringOf(rv, r.cfg.Ring)
+		ring, _ := r.cluster.RingOf(rv)
 		v.Generation = ring.Generation
 		v.Members = members(ring, now)
 	}
@@ -419,11 +351,11 @@ func (r *runner) view(now time.Time, l Ledger, rate float64, burstDone bool, dra
 	}
 	r.stateMu.Lock()
 	defer r.stateMu.Unlock()
-	for _, c := range r.fleet.coordinators() {
+	for _, c := range r.cluster.Coordinators() {
 		state := r.states[c.ID]
 		switch {
 		case state != "":
-		case c.Process == nil || !c.Running():
+		case !c.Running():
 			state = "down"
 		case nodeState[c.ID] != "":
 			state = nodeState[c.ID]
@@ -432,7 +364,7 @@ func (r *runner) view(now time.Time, l Ledger, rate float64, burstDone bool, dra
 		}
 		v.Coordinators = append(v.Coordinators, procRow{Name: c.ID, State: state})
 	}
-	for _, w := range r.fleet.workerList() {
+	for _, w := range r.cluster.Workers() {
 		state := r.states[w.ID]
 		if state == "" {
 			state = map[bool]string{true: "running", false: "down"}[w.Running()]
@@ -568,13 +500,13 @@ func (r *runner) recordBurst(ctx context.Context) error {
 // launches it again after the schedule's delay.
 func (r *runner) killWorker(ctx context.Context) {
 	inFlight := map[string]int{}
-	for _, e := range r.ds.Executions() {
+	for _, e := range r.cluster.Downstream.Executions() {
 		if e.Running() {
 			inFlight[e.WorkerID]++
 		}
 	}
 	var victim *proc.Worker
-	for _, w := range r.fleet.workerList() {
+	for _, w := range r.cluster.Workers() {
 		if w.Running() && (victim == nil || inFlight[w.ID] > inFlight[victim.ID]) {
 			victim = w
 		}
@@ -608,14 +540,15 @@ func (r *runner) killWorker(ctx context.Context) {
 			r.event("restart %s failed: %v", victim.ID, err)
 			return
 		}
-		if err := r.fleet.waitWorker(wctx, victim); err != nil {
+		if err := r.cluster.WaitWorker(wctx, victim); err != nil {
 			r.event("restarted %s does not answer: %v", victim.ID, err)
 			return
 		}
 		r.setState(victim.ID, "")
 		r.event("worker %s restarted (pid %d, a new incarnation): it gets ranges only after the old incarnation's lease expired", victim.ID, victim.Pid())
-		if v, err := r.fleet.waitSettled(wctx); err == nil {
-			r.event("ring settled again: %d workers cover the ring (generation %d)", r.cfg.Workers, ringOf(v, r.cfg.Ring).Generation)
+		if v, err := r.cluster.WaitSettled(wctx); err == nil {
+			ring, _ := r.cluster.RingOf(v)
+			r.event("ring settled again: %d workers cover the ring (generation %d)", r.cfg.Workers, ring.Generation)
 		}
 	}()
 }
@@ -624,7 +557,7 @@ func (r *runner) killWorker(ctx context.Context) {
 // the old leader again after the schedule's delay.
 func (r *runner) killLeader(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	co, _, err := r.fleet.leader(lctx)
+	co, _, err := r.cluster.Leader(lctx)
 	cancel()
 	if err != nil {
 		r.event("no leader to kill: %v", err)
@@ -648,8 +581,8 @@ func (r *runner) killLeader(ctx context.Context) {
 		defer r.faultsLeft.Add(-1)
 		wctx, cancel := context.WithTimeout(ctx, setupWait)
 		defer cancel()
-		if next, err := r.fleet.waitLeader(wctx); err == nil {
-			_, v, _ := r.fleet.leader(wctx)
+		if next, err := r.cluster.WaitLeader(wctx); err == nil {
+			_, v, _ := r.cluster.Leader(wctx)
 			r.event("coordinator %s is the new leader (term %d), %v after the kill; ring page now %s",
 				next.ID, v.RaftTerm, r.now().Sub(killedAt).Round(10*time.Millisecond), next.URL("/"))
 		}
@@ -720,8 +653,8 @@ func (r *runner) watchSecondSignal(ctx context.Context) func() {
 		fmt.Fprintln(r.out, "stopping gracefully; press Ctrl-C again to kill every process at once")
 		select {
 		case <-ch:
-			if f := r.fleetForSignal.Load(); f != nil {
-				f.kill()
+			if g := r.group.Load(); g != nil {
+				_ = g.Close()
 			}
 		case <-done:
 		}
