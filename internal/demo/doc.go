@@ -43,4 +43,10 @@
 //     progress reads it with the Store's queries and never deletes;
 //   - touch a keyspace it did not create: an existing keyspace of the chosen name is refused;
 //   - decide anything for the workers or coordinators: it only starts, kills and watches them.
+//
+// One concern a file: run.go sets the run up and tears it down (Cassandra, keyspace, logs,
+// signals); fleet.go is the processes (started, watched for the leader, stopped); burst.go
+// records the burst, live or backdated; faults.go kills a worker and the leader, each as one
+// kill → observe → restart; progress.go is the loop, its progress and the frames and summary it
+// builds; inspect.go reads the directory, account.go counts, render.go and summary.go write.
 package demo
