@@ -197,20 +197,28 @@ func waitDead(t *testing.T, pid int) {
 	}
 }
 
+// launchServingAndStopped launches two helpers into g, a serving one and a stopped one (which
+// must die with the group too), and returns their pids.
+func launchServingAndStopped(t *testing.T, g *Group) []int {
+	t.Helper()
+	var pids []int
+	for _, name := range []string{"a", "b"} {
+		p, url := launchHelper(t, g, name, "http")
+		if err := WaitOK(bounded(t), p, url); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, p.Pid())
+	}
+	if err := g.Processes()[1].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
 func TestGroupCleanupLeavesNoProcess(t *testing.T) {
 	var pids []int
 	t.Run("inner", func(t *testing.T) {
-		g := NewGroup(t)
-		for _, name := range []string{"a", "b"} {
-			p, url := launchHelper(t, g, name, "http")
-			if err := WaitOK(bounded(t), p, url); err != nil {
-				t.Fatal(err)
-			}
-			pids = append(pids, p.Pid())
-		}
-		if err := g.Processes()[1].Stop(); err != nil { // a stopped one must die too
-			t.Fatal(err)
-		}
+		pids = launchServingAndStopped(t, NewGroup(t))
 	})
 	for _, pid := range pids {
 		waitDead(t, pid)
@@ -270,17 +278,7 @@ func TestGroupCloseKillsEveryProcessAndKeepsTheDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pids []int
-	for _, name := range []string{"a", "b"} {
-		p, url := launchHelper(t, g, name, "http")
-		if err := WaitOK(bounded(t), p, url); err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, p.Pid())
-	}
-	if err := g.Processes()[1].Stop(); err != nil { // a stopped one must die too
-		t.Fatal(err)
-	}
+	pids := launchServingAndStopped(t, g)
 	if err := g.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
