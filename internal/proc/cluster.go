@@ -233,7 +233,7 @@ func (c *Cluster) startCoordinators(ctx context.Context) error {
 }
 
 // launchCoordinators launches every coordinator on fresh ports with one --peers list, waits until
-// each answers /healthz, a leader is known and every one is ready.
+// each answers /healthz, a leader is known and every one is ready (has applied the leader's log).
 func (c *Cluster) launchCoordinators(ctx context.Context) error {
 	n := c.opts.Coordinators
 	cos := make([]*Coordinator, n)
@@ -283,10 +283,20 @@ func (c *Cluster) launchCoordinators(ctx context.Context) error {
 	c.mu.Lock()
 	c.coordinators = cos
 	c.mu.Unlock()
-	return WaitStarted(ctx, cos, func(ctx context.Context) error {
-		_, err := c.WaitLeader(ctx)
+	for _, co := range cos {
+		if err := co.WaitHealthy(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := c.WaitLeader(ctx); err != nil {
 		return err
-	})
+	}
+	for _, co := range cos {
+		if err := co.WaitReady(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RSocketAddrs lists every coordinator's RSocket address, comma-separated: what a worker (or
