@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/retryring/retryring/coordinator"
@@ -14,109 +10,25 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// portAttempts is how many times a launch that lost a port race is retried on fresh ports.
-const portAttempts = 3
-
 // viewTimeout bounds one GET /v1/ring: a coordinator that was just killed must not hold a poll.
 const viewTimeout = 500 * time.Millisecond
 
-// cluster is the coordinators and the probes of one run, all on loopback.
+// cluster is the coordinators (a proc.Cluster without workers) and the probes of one run, all on
+// loopback, all in the cluster's process group.
 type cluster struct {
-	dir       string
-	retryring string
+	*proc.Cluster
 	probeBin  string
-	ring      lease.RingKey
-	coordArgs []string
 	probeArgs []string
-	coords    []*proc.Coordinator
 	probes    []*probe
-}
-
-// processes returns every process launched so far.
-func (c *cluster) processes() []*proc.Process {
-	var out []*proc.Process
-	for _, co := range c.coords {
-		if co.Process != nil {
-			out = append(out, co.Process)
-		}
-	}
-	for _, pr := range c.probes {
-		out = append(out, pr.p)
-	}
-	return out
-}
-
-// killAll kills every process and waits until each was reaped.
-func (c *cluster) killAll() {
-	for _, p := range c.processes() {
-		_ = p.Kill9()
-	}
-}
-
-// startCoordinators launches n coordinators with one --peers list and waits until a leader is known
-// and every node is ready. A launch that lost a port race is retried on fresh ports.
-func (c *cluster) startCoordinators(ctx context.Context, n int) error {
-	var err error
-	for range portAttempts {
-		if err = c.launchCoordinators(ctx, n); !errors.Is(err, proc.ErrPortInUse) {
-			return err
-		}
-		for _, co := range c.coords {
-			_ = co.Kill9()
-			_ = os.RemoveAll(co.DataDir)
-		}
-		c.coords = nil
-	}
-	return err
-}
-
-func (c *cluster) launchCoordinators(ctx context.Context, n int) error {
-	cos := make([]*proc.Coordinator, n)
-	peers := make([]string, n)
-	for i := range cos {
-		co := &proc.Coordinator{ID: fmt.Sprintf("c%d", i+1)}
-		for _, addr := range []*string{&co.RaftAddr, &co.RSocketAddr, &co.HTTPAddr} {
-			a, err := proc.FreeAddr()
-			if err != nil {
-				return err
-			}
-			*addr = a
-		}
-		co.DataDir = filepath.Join(c.dir, "data", co.ID)
-		cos[i] = co
-		peers[i] = co.ID + "=" + co.RaftAddr
-	}
-	c.coords = cos
-	for _, co := range cos {
-		args := append(co.Args(peers), c.coordArgs...)
-		p, err := proc.Launch(proc.Spec{Name: co.ID, Path: c.retryring, Args: args, LogDir: c.dir})
-		if err != nil {
-			return err
-		}
-		co.Process = p
-	}
-	return proc.WaitStarted(ctx, cos, func(ctx context.Context) error {
-		_, err := c.waitLeader(ctx, "")
-		return err
-	})
-}
-
-// rsocketAddrs is every coordinator's RSocket address: the probes' -coordinators.
-func (c *cluster) rsocketAddrs() string {
-	addrs := make([]string, len(c.coords))
-	for i, co := range c.coords {
-		addrs[i] = co.RSocketAddr
-	}
-	return strings.Join(addrs, ",")
 }
 
 // addProbe launches probe p<i> and waits until it reported its start.
 func (c *cluster) addProbe(ctx context.Context) (*probe, error) {
 	id := fmt.Sprintf("p%d", len(c.probes)+1)
-	args := []string{"-worker-id", id, "-coordinators", c.rsocketAddrs(),
-		"-region", c.ring.Region, "-cluster", c.ring.Cluster, "-service", c.ring.Service}
+	args := []string{"-worker-id", id, "-coordinators", c.RSocketAddrs(),
+		"-region", ring.Region, "-cluster", ring.Cluster, "-service", ring.Service}
 	args = append(args, c.probeArgs...)
-	p, err := proc.Launch(proc.Spec{Name: id, Path: c.probeBin, Args: args, LogDir: c.dir})
+	p, err := c.Group.Launch(proc.Spec{Name: id, Path: c.probeBin, Args: args})
 	if err != nil {
 		return nil, err
 	}
@@ -160,47 +72,9 @@ func view(ctx context.Context, co *proc.Coordinator) (coordinator.RingView, erro
 	return co.View(ctx)
 }
 
-// leader asks every running, not stopped coordinator and returns the one that reports itself as
-// leader (the highest term if two do), with its view.
-func (c *cluster) leader(ctx context.Context) (*proc.Coordinator, coordinator.RingView, error) {
-	var best *proc.Coordinator
-	var bestView coordinator.RingView
-	for _, co := range c.coords {
-		if !co.Running() || co.Stopped() {
-			continue
-		}
-		v, err := view(ctx, co)
-		if err != nil || v.LeaderID != co.ID {
-			continue
-		}
-		if best == nil || v.RaftTerm > bestView.RaftTerm {
-			best, bestView = co, v
-		}
-	}
-	if best == nil {
-		return nil, coordinator.RingView{}, proc.ErrNoLeader
-	}
-	return best, bestView, nil
-}
-
-// waitLeader waits for a leader other than exclude.
-func (c *cluster) waitLeader(ctx context.Context, exclude string) (*proc.Coordinator, error) {
-	for {
-		co, _, err := c.leader(ctx)
-		if err == nil && co.ID != exclude {
-			return co, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %w", proc.ErrNoLeader, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // memberOf finds a member incarnation in a view.
-func memberOf(v coordinator.RingView, key lease.RingKey, workerID, incarnation string) (coordinator.MemberView, bool) {
-	r, ok := v.Ring(key)
+func memberOf(v coordinator.RingView, workerID, incarnation string) (coordinator.MemberView, bool) {
+	r, ok := v.Ring(ring)
 	if !ok {
 		return coordinator.MemberView{}, false
 	}
@@ -217,11 +91,11 @@ func memberOf(v coordinator.RingView, key lease.RingKey, workerID, incarnation s
 // at its node index), nobody else is a member (no departed incarnation still holding anything),
 // and each probe's guard holds that very assignment, still valid. The reason says what is missing.
 func (c *cluster) settled(ctx context.Context) (bool, string) {
-	_, v, err := c.leader(ctx)
+	_, v, err := c.Leader(ctx)
 	if err != nil {
 		return false, err.Error()
 	}
-	r, ok := v.Ring(c.ring)
+	r, ok := v.Ring(ring)
 	if !ok {
 		return false, "ring not in the view"
 	}

@@ -29,6 +29,10 @@
 // the load average, then every raw value. It never asserts on a timing: a trial whose end point is
 // not reached within a generous bound is reported as timed out, and the run goes on.
 //
+// The coordinators are a proc.Cluster without workers, started as the end-to-end tests and the
+// demo start theirs; the probes are launched into its process group. What is this program's own:
+// the probes and their event streams (cluster.go, probes.go), the trials, the baseline, the report.
+//
 // What it must never do: leave a process behind (every child runs in its own process group and
 // dies with this process, see internal/proc), listen on anything but loopback, or run without a
 // bound (-max-run, and a bound on every wait).

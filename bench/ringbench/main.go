@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -119,13 +117,22 @@ func run(ctx context.Context, o options) (err error) {
 		go func() { baseDone <- b.run(ctx) }()
 	}
 
-	c := &cluster{dir: dir, retryring: bins.retryring, probeBin: bins.probe, ring: ring, coordArgs: coordArgs(o), probeArgs: probeArgs(o)}
-	defer c.killAll()
-	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer scancel()
-	if err := c.startCoordinators(sctx, o.coordinators); err != nil {
+	g, err := proc.GroupIn(dir)
+	if err != nil {
 		return err
 	}
+	defer g.Close()
+	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer scancel()
+	pc, err := proc.StartCluster(sctx, g, proc.Options{
+		Binary: bins.retryring, Coordinators: o.coordinators, Workers: -1, Ring: ring,
+		LeaseTTL: o.ttl, LeaseRenewal: o.renewal, CoordinatorArgs: coordArgs(o), ViewTimeout: viewTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	c := &cluster{Cluster: pc, probeBin: bins.probe, probeArgs: probeArgs(o)}
+	defer c.Close()
 	for range o.probes {
 		if _, err := c.addProbe(sctx); err != nil {
 			return err
@@ -142,7 +149,7 @@ func run(ctx context.Context, o options) (err error) {
 	if trialErr != nil {
 		logf("trials stopped: %v", trialErr)
 	}
-	c.killAll()
+	_ = c.Close()
 
 	var base baselineResult
 	if baseDone != nil {
@@ -194,19 +201,12 @@ func runTrials(ctx context.Context, r *runner, o options) error {
 	return nil
 }
 
-// coordArgs are the flags every coordinator gets beyond its addresses.
+// coordArgs are the flags every coordinator gets beyond its addresses and lease timing.
 func coordArgs(o options) []string {
-	var args []string
-	if o.ttl > 0 {
-		args = append(args, "--lease-ttl", o.ttl.String())
-	}
-	if o.renewal > 0 {
-		args = append(args, "--lease-renewal", o.renewal.String())
-	}
 	if o.silence > 0 {
-		args = append(args, "--silence-timeout", o.silence.String())
+		return []string{"--silence-timeout", o.silence.String()}
 	}
-	return args
+	return nil
 }
 
 // probeArgs are the flags every probe gets beyond its id, ring and coordinators.
@@ -245,15 +245,8 @@ func build(ctx context.Context, dir, retryring string) (binaries, error) {
 			return binaries{}, err
 		}
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", b.probe, "./bench/leaseprobe")
-	cmd.Dir = root
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RETRYRING_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return binaries{}, errors.Join(fmt.Errorf("go build ./bench/leaseprobe: %w", err), errors.New(string(out)))
+	if err := proc.BuildPackage(ctx, root, "./bench/leaseprobe", b.probe, false); err != nil {
+		return binaries{}, err
 	}
 	return b, nil
 }

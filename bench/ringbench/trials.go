@@ -105,7 +105,7 @@ func (r *runner) waitDeparted(ctx context.Context, leader *proc.Coordinator, pr 
 		v, err := view(ctx, leader)
 		at := time.Now()
 		if err == nil {
-			if m, ok := memberOf(v, r.c.ring, pr.id, inc); ok && m.State == coordinator.MemberDeparted {
+			if m, ok := memberOf(v, pr.id, inc); ok && m.State == coordinator.MemberDeparted {
 				return at, true
 			}
 		}
@@ -122,7 +122,7 @@ func (r *runner) detect(ctx context.Context, i int, kill bool) error {
 		return err
 	}
 	inc := pr.incarnation()
-	leader, _, err := r.c.leader(ctx)
+	leader, _, err := r.c.Leader(ctx)
 	if err != nil {
 		return err
 	}
@@ -276,7 +276,7 @@ func (r *runner) leave(ctx context.Context, i int) error {
 // any probe, and until every probe got one; and whether any probe's guard had no valid lease at any
 // instant in between (from the kill to its own first element from the new leader).
 func (r *runner) leaderKill(ctx context.Context, i int) error {
-	old, _, err := r.c.leader(ctx)
+	old, _, err := r.c.Leader(ctx)
 	if err != nil {
 		return err
 	}
@@ -297,7 +297,7 @@ func (r *runner) leaderKill(ctx context.Context, i int) error {
 	first := map[*probe]int64{}
 	for time.Since(t0) < failoverBound && ctx.Err() == nil {
 		if elected.IsZero() {
-			for _, co := range r.c.coords {
+			for _, co := range r.c.Coordinators() {
 				if co == old {
 					continue
 				}

@@ -5,8 +5,8 @@
 //     scripts/cassandra.sh is nearby, starts one with it), and applies the schema to a fresh
 //     keyspace, demo_<UTC date>_<time>, dropped at the end unless Keep;
 //  2. starts the stub downstream (internal/downstream) answering 503, three coordinators and three
-//     workers as processes of the same binary (internal/proc), and waits until the workers'
-//     leases cover the ring;
+//     workers as processes of the same binary (a proc.Cluster, as the end-to-end tests start
+//     theirs), and waits until the workers' leases cover the ring;
 //  3. records a burst of failures (20,000 across 10 instances by default) in this process, as
 //     the regular services would, through the recorder's W+1 path;
 //  4. shows live progress about once a second: per window recorded, pending, done, retried and
@@ -43,4 +43,10 @@
 //     progress reads it with the Store's queries and never deletes;
 //   - touch a keyspace it did not create: an existing keyspace of the chosen name is refused;
 //   - decide anything for the workers or coordinators: it only starts, kills and watches them.
+//
+// One concern a file: run.go sets the run up and tears it down (Cassandra, keyspace, logs,
+// signals); fleet.go is the processes (started, watched for the leader, stopped); burst.go
+// records the burst, live or backdated; faults.go kills a worker and the leader, each as one
+// kill → observe → restart; progress.go is the loop, its progress and the frames and summary it
+// builds; inspect.go reads the directory, account.go counts, render.go and summary.go write.
 package demo

@@ -27,11 +27,17 @@ func ModuleRoot() (string, error) {
 // Build compiles ./cmd/retryring of the module at root into out, with the race detector when
 // race is set. The Go build cache makes a rebuild of an unchanged tree take about a second.
 func Build(ctx context.Context, root, out string, race bool) error {
+	return BuildPackage(ctx, root, "./cmd/retryring", out, race)
+}
+
+// BuildPackage compiles the main package pkg ("./bench/leaseprobe") of the module at root into
+// out, without this process's RETRYRING_* environment.
+func BuildPackage(ctx context.Context, root, pkg, out string, race bool) error {
 	args := []string{"build", "-o", out}
 	if race {
 		args = append(args, "-race")
 	}
-	args = append(args, "./cmd/retryring")
+	args = append(args, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	cmd.Env = childEnv(os.Environ())

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/retryring/retryring/coordinator"
@@ -24,9 +23,8 @@ const (
 	DefaultCassandra     = "127.0.0.1:9042"
 	DefaultConcurrency   = 8
 	DefaultWindowMinutes = 1
-	// DefaultWait bounds every wait of the cluster that is not given a context of its own:
-	// launches, leader election, readiness. Generous: a 2-core machine running Cassandra and
-	// seven Go processes is slow to start them all.
+	// DefaultWait bounds NewCluster's start: launches, leader election, readiness. Generous: a
+	// 2-core machine running Cassandra and seven Go processes is slow to start them all.
 	DefaultWait = 60 * time.Second
 	// DefaultTermWait bounds a graceful stop before Term kills.
 	DefaultTermWait = 30 * time.Second
@@ -43,12 +41,12 @@ type Options struct {
 	Binary string
 	// Coordinators is the number of coordinator voters. Default 3.
 	Coordinators int
-	// Workers is the number of workers NewCluster starts (w1, w2, ...). Default 3; -1 for none.
+	// Workers is the number of workers StartCluster starts (w1, w2, ...). Default 3; -1 for none.
 	Workers int
 	// Cassandra is host:port of Cassandra. Default 127.0.0.1:9042.
 	Cassandra string
 	// Keyspace is the keyspace of the retry directory. Required when there are workers or
-	// records; NewCluster applies the schema to it (idempotent) unless SkipSchema.
+	// records; StartCluster applies the schema to it (idempotent) unless SkipSchema.
 	Keyspace   string
 	SkipSchema bool
 	// Ring is the ring of every worker and record. Default DefaultRing.
@@ -69,7 +67,11 @@ type Options struct {
 	WorkerArgs      []string
 	// Downstream configures the stub the workers execute against.
 	Downstream downstream.Config
-	// Wait bounds the cluster's own waits. Default DefaultWait.
+	// ViewTimeout bounds each coordinator's answer when Leader asks them all, so that one slow to
+	// answer (just relaunched, or overloaded) does not hold a tight poll up. Default: none beyond
+	// the context and the admin client's own bound.
+	ViewTimeout time.Duration
+	// Wait bounds NewCluster's start. Default DefaultWait.
 	Wait time.Duration
 }
 
@@ -102,9 +104,8 @@ func (o Options) withDefaults() Options {
 }
 
 // Cluster is N coordinators, M workers of one ring and a downstream stub, as processes (the stub
-// in this process). Everything is killed when the test ends.
+// in this process) of one Group.
 type Cluster struct {
-	t    testing.TB
 	opts Options
 	// Group holds every process; its directory holds the logs and the coordinators' data.
 	Group      *Group
@@ -117,40 +118,77 @@ type Cluster struct {
 	records      int
 }
 
-// NewCluster starts the stub, applies the schema, starts the coordinators and waits for a leader
-// and for every coordinator to be ready, then starts the workers and waits until each answers
-// /healthz. It fails the test if any of it does not happen within Options.Wait.
-func NewCluster(t testing.TB, opts Options) *Cluster {
-	t.Helper()
+// StartCluster starts the stub, applies the schema, launches the coordinators into g and waits
+// for a leader and for every coordinator to be ready, then launches the workers and waits until
+// each answers /healthz, all within ctx. On an error the stub is closed and what was launched is
+// left in g, whose Close kills it (a test prints the logs first).
+func StartCluster(ctx context.Context, g *Group, opts Options) (*Cluster, error) {
 	opts = opts.withDefaults()
 	if opts.Binary == "" {
-		t.Fatal("proc: Options.Binary is required")
+		return nil, errors.New("proc: Options.Binary is required")
 	}
-	// The stub closes after the processes are gone (cleanups run last-in first-out): workers
-	// that lose their executor while still running would record transient failures for nothing.
 	ds, err := downstream.Start(opts.Downstream)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() { _ = ds.Close() })
-	g := NewGroup(t)
-	c := &Cluster{t: t, opts: opts, Group: g, Downstream: ds}
-	ctx, cancel := context.WithTimeout(context.Background(), opts.Wait)
-	defer cancel()
-	if opts.Keyspace != "" && !opts.SkipSchema {
+	c := &Cluster{opts: opts, Group: g, Downstream: ds}
+	if err := c.start(ctx); err != nil {
+		_ = ds.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	if c.opts.Keyspace != "" && !c.opts.SkipSchema {
 		if err := c.ApplySchema(ctx); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
 	if err := c.startCoordinators(ctx); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	for range opts.Workers {
-		if _, err := c.AddWorker(ctx); err != nil {
-			t.Fatal(err)
+	_, err := c.AddWorkers(ctx, c.opts.Workers)
+	return err
+}
+
+// Close kills every process of the group (the cluster's and any other launched into it) and
+// waits until each was reaped, then closes the stub: a worker that lost its executor while still
+// running would record transient failures for nothing.
+func (c *Cluster) Close() error {
+	err := c.Group.Close()
+	return errors.Join(err, c.Downstream.Close())
+}
+
+// Stop ends every worker, then every coordinator, gracefully: SIGTERM, each bounded by wait and
+// killed after it. Workers go first so that they can leave the ring through the coordinators.
+func (c *Cluster) Stop(wait time.Duration) error {
+	var ws, cs []*Process
+	for _, w := range c.Workers() {
+		ws = append(ws, w.Process)
+	}
+	for _, co := range c.Coordinators() {
+		cs = append(cs, co.Process)
+	}
+	return errors.Join(termAll(ws, wait), termAll(cs, wait))
+}
+
+// termAll terms every running process of ps at once and waits for them all.
+func termAll(ps []*Process, wait time.Duration) error {
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		if !p.Running() {
+			continue
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.Term(wait)
+		}()
 	}
-	return c
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Options returns the cluster's options with defaults filled in.
@@ -195,11 +233,15 @@ func (c *Cluster) startCoordinators(ctx context.Context) error {
 }
 
 // launchCoordinators launches every coordinator on fresh ports with one --peers list, waits until
-// each answers /healthz, a leader is known and every one is ready.
+// each answers /healthz, a leader is known and every one is ready (has applied the leader's log).
 func (c *Cluster) launchCoordinators(ctx context.Context) error {
 	n := c.opts.Coordinators
 	cos := make([]*Coordinator, n)
 	peers := make([]string, n)
+	dataRoot := filepath.Join(c.Group.Dir(), "data")
+	if err := os.MkdirAll(dataRoot, 0o755); err != nil {
+		return fmt.Errorf("proc: data dir: %w", err)
+	}
 	for i := range cos {
 		co := &Coordinator{ID: "c" + strconv.Itoa(i+1)}
 		for _, addr := range []*string{&co.RaftAddr, &co.RSocketAddr, &co.HTTPAddr} {
@@ -209,7 +251,13 @@ func (c *Cluster) launchCoordinators(ctx context.Context) error {
 			}
 			*addr = a
 		}
-		co.DataDir = filepath.Join(c.Group.Dir(), "data", co.ID)
+		// A directory of its own per launch: a node must not find the Raft state of another
+		// configuration (an earlier attempt, or an earlier run in a log directory given again).
+		dir, err := os.MkdirTemp(dataRoot, co.ID+"-")
+		if err != nil {
+			return fmt.Errorf("proc: data dir: %w", err)
+		}
+		co.DataDir = dir
 		cos[i] = co
 		peers[i] = co.ID + "=" + co.RaftAddr
 	}
@@ -231,17 +279,29 @@ func (c *Cluster) launchCoordinators(ctx context.Context) error {
 		}
 		co.Process = p
 	}
+	// Known once every one was launched: a coordinator is never listed without its process.
 	c.mu.Lock()
 	c.coordinators = cos
 	c.mu.Unlock()
-	return WaitStarted(ctx, cos, func(ctx context.Context) error {
-		_, err := c.WaitLeader(ctx)
+	for _, co := range cos {
+		if err := co.WaitHealthy(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := c.WaitLeader(ctx); err != nil {
 		return err
-	})
+	}
+	for _, co := range cos {
+		if err := co.WaitReady(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// rsocketAddrs lists every coordinator's RSocket address (the workers' --coordinators).
-func (c *Cluster) rsocketAddrs() string {
+// RSocketAddrs lists every coordinator's RSocket address, comma-separated: what a worker (or
+// any other lease client) is given to find the ring.
+func (c *Cluster) RSocketAddrs() string {
 	var out []string
 	for _, co := range c.Coordinators() {
 		out = append(out, co.RSocketAddr)
@@ -261,7 +321,7 @@ func (c *Cluster) cassandraArgs() []string {
 
 func (c *Cluster) workerArgs(id, httpAddr string) []string {
 	o := c.opts
-	args := append([]string{"worker", "--worker-id", id, "--coordinators", c.rsocketAddrs()}, c.cassandraArgs()...)
+	args := append([]string{"worker", "--worker-id", id, "--coordinators", c.RSocketAddrs()}, c.cassandraArgs()...)
 	args = append(args, "--executor-url", c.Downstream.URL(), "--concurrency", strconv.Itoa(o.Concurrency),
 		"--http-addr", httpAddr)
 	if o.LookbackDays != 0 {
@@ -275,30 +335,46 @@ func (c *Cluster) workerArgs(id, httpAddr string) []string {
 
 // AddWorker starts the next worker (w1, w2, ...) and waits until it answers /healthz.
 func (c *Cluster) AddWorker(ctx context.Context) (*Worker, error) {
-	c.mu.Lock()
-	c.nextWorker++
-	id := "w" + strconv.Itoa(c.nextWorker)
-	c.mu.Unlock()
-	addr, err := FreeAddr()
+	ws, err := c.AddWorkers(ctx, 1)
 	if err != nil {
 		return nil, err
 	}
-	p, err := c.Group.Launch(Spec{Name: id, Path: c.opts.Binary, Args: c.workerArgs(id, addr)})
-	if err != nil {
-		return nil, err
-	}
-	w := &Worker{Process: p, ID: id, HTTPAddr: addr}
-	c.mu.Lock()
-	c.workers = append(c.workers, w)
-	c.mu.Unlock()
-	if err := c.waitWorker(ctx, w); err != nil {
-		return nil, err
-	}
-	return w, nil
+	return ws[0], nil
 }
 
-// waitWorker waits for /healthz, relaunching on a fresh port when the port was taken.
-func (c *Cluster) waitWorker(ctx context.Context, w *Worker) error {
+// AddWorkers launches the next n workers all at once, then waits until each answers /healthz.
+func (c *Cluster) AddWorkers(ctx context.Context, n int) ([]*Worker, error) {
+	ws := make([]*Worker, 0, n)
+	for range n {
+		c.mu.Lock()
+		c.nextWorker++
+		id := "w" + strconv.Itoa(c.nextWorker)
+		c.mu.Unlock()
+		addr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		p, err := c.Group.Launch(Spec{Name: id, Path: c.opts.Binary, Args: c.workerArgs(id, addr)})
+		if err != nil {
+			return nil, err
+		}
+		w := &Worker{Process: p, ID: id, HTTPAddr: addr}
+		c.mu.Lock()
+		c.workers = append(c.workers, w)
+		c.mu.Unlock()
+		ws = append(ws, w)
+	}
+	for _, w := range ws {
+		if err := c.WaitWorker(ctx, w); err != nil {
+			return nil, err
+		}
+	}
+	return ws, nil
+}
+
+// WaitWorker waits until a worker just launched (or launched again) answers /healthz, launching
+// it again on a fresh port when its port was taken.
+func (c *Cluster) WaitWorker(ctx context.Context, w *Worker) error {
 	for attempt := 1; ; attempt++ {
 		err := w.WaitHealthy(ctx)
 		if !errors.Is(err, ErrPortInUse) || attempt == portAttempts {
@@ -322,7 +398,7 @@ func (c *Cluster) RestartWorker(ctx context.Context, w *Worker) error {
 	if err := w.Restart(); err != nil {
 		return err
 	}
-	return c.waitWorker(ctx, w)
+	return c.WaitWorker(ctx, w)
 }
 
 // RestartCoordinator launches an exited coordinator again on its ports and data directory, and
@@ -334,9 +410,9 @@ func (c *Cluster) RestartCoordinator(ctx context.Context, co *Coordinator) error
 	return co.WaitHealthy(ctx)
 }
 
-// Leader asks every running, not stopped coordinator for its view and returns the one that
-// reports itself as leader (the highest Raft term if two do, as a deposed leader may for a
-// moment), with its view.
+// Leader asks every running, not stopped coordinator for its view (each answer bounded by
+// Options.ViewTimeout) and returns the one that reports itself as leader (the highest Raft term if
+// two do, as a deposed leader may for a moment), with its view.
 func (c *Cluster) Leader(ctx context.Context) (*Coordinator, coordinator.RingView, error) {
 	var best *Coordinator
 	var bestView coordinator.RingView
@@ -345,7 +421,7 @@ func (c *Cluster) Leader(ctx context.Context) (*Coordinator, coordinator.RingVie
 		if !co.Running() || co.Stopped() {
 			continue
 		}
-		v, err := co.View(ctx)
+		v, err := c.view(ctx, co)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", co.ID, err))
 			continue
@@ -358,6 +434,15 @@ func (c *Cluster) Leader(ctx context.Context) (*Coordinator, coordinator.RingVie
 		return nil, coordinator.RingView{}, fmt.Errorf("%w: %w", ErrNoLeader, errors.Join(errs...))
 	}
 	return best, bestView, nil
+}
+
+func (c *Cluster) view(ctx context.Context, co *Coordinator) (coordinator.RingView, error) {
+	if c.opts.ViewTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.ViewTimeout)
+		defer cancel()
+	}
+	return co.View(ctx)
 }
 
 // WaitLeader polls until a coordinator reports itself as leader, or ctx ends.

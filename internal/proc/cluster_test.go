@@ -1,7 +1,11 @@
 package proc
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,4 +192,79 @@ func TestWorkerIncarnationIsTheCurrentLaunchs(t *testing.T) {
 	if inc := w.Incarnation(); inc != "bbbb" {
 		t.Fatalf("incarnation %q, want bbbb", inc)
 	}
+}
+
+// TestStartClusterRelaunchesCoordinatorsThatLostAPortRace: every child here is the test binary
+// failing as a coordinator that found its port taken; the cluster launches all coordinators again,
+// on fresh ports and data directories, portAttempts times, then gives up with ErrPortInUse and
+// leaves the processes in the group.
+func TestStartClusterRelaunchesCoordinatorsThatLostAPortRace(t *testing.T) {
+	t.Setenv(helperEnv, "bind-fail") // inherited by every child
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := GroupIn(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c, err := StartCluster(bounded(t), g, Options{Binary: exe, Workers: -1})
+	if !errors.Is(err, ErrPortInUse) || c != nil {
+		t.Fatalf("StartCluster: %v, %v; want ErrPortInUse", c, err)
+	}
+	procs := g.Processes()
+	if len(procs) != portAttempts*DefaultCoordinators {
+		t.Fatalf("%d launches, want %d", len(procs), portAttempts*DefaultCoordinators)
+	}
+	addrs := map[string]bool{}
+	for _, p := range procs {
+		args := strings.Join(p.Args(), " ")
+		if addrs[args] {
+			t.Errorf("%s launched again on the same ports and data directory: %s", p.Name(), args)
+		}
+		addrs[args] = true
+	}
+	left, err := os.ReadDir(filepath.Join(g.Dir(), "data"))
+	if err != nil || len(left) != 0 {
+		t.Errorf("data directories of the failed attempts: %v (%v)", left, err)
+	}
+}
+
+// TestStopEndsWorkersBeforeCoordinators: a coordinator gets SIGTERM only once every worker is
+// gone, so that a worker can still leave the ring through it. The worker here ignores SIGTERM and
+// is killed when the wait ends; the coordinator exits at SIGTERM.
+func TestStopEndsWorkersBeforeCoordinators(t *testing.T) {
+	g := NewGroup(t)
+	wp, wurl := launchHelper(t, g, "w1", "ignore-term")
+	cp, curl := launchHelper(t, g, "c1", "http")
+	for p, url := range map[*Process]string{wp: wurl, cp: curl} {
+		if err := WaitOK(bounded(t), p, url); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &Cluster{Group: g, workers: []*Worker{{Process: wp, ID: "w1"}}, coordinators: []*Coordinator{{Process: cp, ID: "c1"}}}
+	if err := c.Stop(500 * time.Millisecond); !errors.Is(err, ErrTermTimeout) {
+		t.Fatalf("Stop: %v, want the worker's ErrTermTimeout", err)
+	}
+	if wp.Running() || cp.Running() || !cp.LogContains("graceful") {
+		t.Fatalf("after Stop: worker running %v, coordinator running %v; coordinator log:\n%s", wp.Running(), cp.Running(), cp.Tail(5))
+	}
+	if w, c := exitedAt(t, wp), exitedAt(t, cp); c.Before(w) {
+		t.Errorf("the coordinator exited at %v, before the worker at %v", c, w)
+	}
+}
+
+// exitedAt reads when p's last launch exited from proc's own line in its log.
+func exitedAt(t *testing.T, p *Process) time.Time {
+	t.Helper()
+	m := regexp.MustCompile(`exited at (\S+):`).FindAllStringSubmatch(p.Tail(10), -1)
+	if len(m) == 0 {
+		t.Fatalf("%s: no exit line in\n%s", p.Name(), p.Tail(10))
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[len(m)-1][1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
 }

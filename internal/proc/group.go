@@ -2,41 +2,28 @@ package proc
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
-	"strings"
 	"sync"
-	"testing"
 )
 
-// KeepLogsEnv names the environment variable that, set to anything but "" or "0", keeps the log
-// directory of a passing test too (and the keyspace of a failed end-to-end scenario).
-const KeepLogsEnv = "E2E_KEEP_LOGS"
-
-// tailLines is how much of each log a failed test prints.
-const tailLines = 25
-
-// Group is every process of one test. NewGroup registers its Close with t.Cleanup.
+// Group is every process of one user of the package (a test, the demo, a benchmark), with their
+// logs in one directory.
 type Group struct {
-	t   testing.TB
 	dir string
 
 	mu    sync.Mutex
 	procs []*Process
 }
 
-// NewGroup makes a log directory for t's processes. When t ends, every process of the group is
-// killed and reaped; if t failed, the log paths and their last lines are printed and the directory
-// is kept, otherwise it is removed (unless E2E_KEEP_LOGS is set).
-func NewGroup(t testing.TB) *Group {
-	t.Helper()
-	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-	dir, err := os.MkdirTemp("", "retryring-"+name+"-")
-	if err != nil {
-		t.Fatalf("proc: log dir: %v", err)
+// GroupIn makes a group whose logs (and coordinators' data) go in dir, created if missing. The
+// directory stays the caller's: Close kills the processes and leaves it.
+func GroupIn(dir string) (*Group, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("proc: log dir: %w", err)
 	}
-	g := &Group{t: t, dir: dir}
-	t.Cleanup(g.cleanup)
-	return g
+	return &Group{dir: dir}, nil
 }
 
 // Dir is the group's log directory (data directories go below it too).
@@ -55,8 +42,8 @@ func (g *Group) Launch(spec Spec) (*Process, error) {
 	return p, nil
 }
 
-// Run is the package's Run for a process of the group (killed with the group if the test ends
-// first).
+// Run is the package's Run for a process of the group (killed with the group if the group is
+// closed first).
 func (g *Group) Run(ctx context.Context, spec Spec) (string, error) {
 	spec.LogDir = g.dir
 	return run(ctx, spec, g.Launch)
@@ -69,34 +56,19 @@ func (g *Group) Processes() []*Process {
 	return append([]*Process(nil), g.procs...)
 }
 
-// KillAll sends SIGKILL to every process of the group and waits until each was reaped.
-func (g *Group) KillAll() {
+// Close sends SIGKILL to every process of the group (a stopped one too) and waits until each was
+// reaped. It may be called again, and concurrently with anything else on the group.
+func (g *Group) Close() error {
+	procs := g.Processes()
+	errs := make([]error, len(procs))
 	var wg sync.WaitGroup
-	for _, p := range g.Processes() {
+	for i, p := range procs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := p.Kill9(); err != nil {
-				g.t.Errorf("proc: %v", err)
-			}
+			errs[i] = p.Kill9()
 		}()
 	}
 	wg.Wait()
-}
-
-func (g *Group) cleanup() {
-	g.KillAll()
-	keep := os.Getenv(KeepLogsEnv)
-	if g.t.Failed() {
-		g.t.Logf("proc: logs kept in %s", g.dir)
-		for _, p := range g.Processes() {
-			g.t.Logf("proc: %s: %s (last lines):\n%s", p.Name(), p.LogPath(), p.Tail(tailLines))
-		}
-		return
-	}
-	if keep != "" && keep != "0" {
-		g.t.Logf("proc: logs kept in %s (%s)", g.dir, KeepLogsEnv)
-		return
-	}
-	_ = os.RemoveAll(g.dir)
+	return errors.Join(errs...)
 }

@@ -33,25 +33,6 @@ func (c *Coordinator) Args(peers []string) []string {
 	}
 }
 
-// WaitStarted waits for coordinators just launched together: each answers /healthz, then
-// waitLeader sees a leader elected, then each is ready (it has applied the leader's log).
-func WaitStarted(ctx context.Context, cos []*Coordinator, waitLeader func(context.Context) error) error {
-	for _, co := range cos {
-		if err := co.WaitHealthy(ctx); err != nil {
-			return err
-		}
-	}
-	if err := waitLeader(ctx); err != nil {
-		return err
-	}
-	for _, co := range cos {
-		if err := co.WaitReady(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // URL is the admin HTTP URL of path ("/v1/ring").
 func (c *Coordinator) URL(path string) string { return "http://" + c.HTTPAddr + path }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -196,20 +197,28 @@ func waitDead(t *testing.T, pid int) {
 	}
 }
 
+// launchServingAndStopped launches two helpers into g, a serving one and a stopped one (which
+// must die with the group too), and returns their pids.
+func launchServingAndStopped(t *testing.T, g *Group) []int {
+	t.Helper()
+	var pids []int
+	for _, name := range []string{"a", "b"} {
+		p, url := launchHelper(t, g, name, "http")
+		if err := WaitOK(bounded(t), p, url); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, p.Pid())
+	}
+	if err := g.Processes()[1].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
 func TestGroupCleanupLeavesNoProcess(t *testing.T) {
 	var pids []int
 	t.Run("inner", func(t *testing.T) {
-		g := NewGroup(t)
-		for _, name := range []string{"a", "b"} {
-			p, url := launchHelper(t, g, name, "http")
-			if err := WaitOK(bounded(t), p, url); err != nil {
-				t.Fatal(err)
-			}
-			pids = append(pids, p.Pid())
-		}
-		if err := g.Processes()[1].Stop(); err != nil { // a stopped one must die too
-			t.Fatal(err)
-		}
+		pids = launchServingAndStopped(t, NewGroup(t))
 	})
 	for _, pid := range pids {
 		waitDead(t, pid)
@@ -260,5 +269,26 @@ func TestFreePortNeverRepeats(t *testing.T) {
 			t.Fatalf("port %d handed out twice", p)
 		}
 		seen[p] = true
+	}
+}
+
+func TestGroupCloseKillsEveryProcessAndKeepsTheDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	g, err := GroupIn(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := launchServingAndStopped(t, g)
+	if err := g.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, pid := range pids {
+		waitDead(t, pid)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a.log")); err != nil {
+		t.Fatalf("Close removed the logs: %v", err)
 	}
 }
