@@ -44,6 +44,23 @@ type Lease struct {
 	Ranges     Ranges
 	TTL        time.Duration
 	ValidFrom  time.Time
+	// Renewal is how often the coordinator renews this lease (renewal_ms of the element, 0 from
+	// a coordinator that predates it). TTL − 2 × Renewal is the least validity the worker holds
+	// in steady state: what its timeouts must fit in (LeastValidity).
+	Renewal time.Duration
+	// Controls are the ring's flow controls in force, for a client that announced
+	// FeatureControls; nil otherwise.
+	Controls *Controls
+}
+
+// LeastValidity is the least lease a worker holds in steady state: a demand is answered at the
+// next renewal at the latest, so a lease is renewed with at most TTL − 2 × Renewal left. Zero when
+// the element did not say its renewal.
+func (l Lease) LeastValidity() time.Duration {
+	if l.Renewal <= 0 {
+		return 0
+	}
+	return l.TTL - 2*l.Renewal
 }
 
 // ExpiresAt is the instant the lease stops being usable on the worker's clock.

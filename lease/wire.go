@@ -15,7 +15,20 @@ const (
 	RouteRelease = "ring.release" // request-response ReleaseRequest -> Ack
 	RouteLeave   = "ring.leave"   // request-response LeaveRequest -> Ack
 	RouteView    = "ring.view"    // request-response {} -> ring view (GET /v1/ring)
+	RouteReport  = "ring.report"  // request-response Report -> Ack, every ReportPeriod
 )
+
+// FeatureControls is the SETUP feature of a client that obeys flow controls: every lease element
+// it gets carries Controls. A client without it gets no renewal while its ring is paused whole.
+const FeatureControls = "controls"
+
+// ReportPeriod is how often a worker sends ring.report. The leader reads a report older than
+// three periods as unknown, never as fine.
+const ReportPeriod = 5 * time.Second
+
+// MaxReportBreakers bounds the breakers one report may list: a report is kept in memory per
+// member, and nothing a client sends may grow it without bound.
+const MaxReportBreakers = 64
 
 // MIME types of the SETUP frame.
 const (
@@ -31,6 +44,18 @@ type Setup struct {
 	Cluster     string `json:"cluster"`
 	Service     string `json:"service"`
 	Token       string `json:"token,omitempty"`
+	// Features the client supports (FeatureControls); unknown ones are ignored.
+	Features []string `json:"features,omitempty"`
+}
+
+// Has reports whether the client announced feature f.
+func (s Setup) Has(f string) bool {
+	for _, x := range s.Features {
+		if x == f {
+			return true
+		}
+	}
+	return false
 }
 
 // Ring returns the ring the worker joins.
@@ -48,6 +73,14 @@ func (s Setup) Validate() error {
 	}
 	if s.Incarnation == "" {
 		return fmt.Errorf("%w: incarnation is empty", ErrBadRequest)
+	}
+	if len(s.Features) > 16 {
+		return fmt.Errorf("%w: at most 16 features", ErrBadRequest)
+	}
+	for _, f := range s.Features {
+		if len(f) > 64 {
+			return fmt.Errorf("%w: features are limited to 64 bytes each", ErrBadRequest)
+		}
 	}
 	return s.Ring().Validate()
 }
@@ -90,7 +123,86 @@ type WireLease struct {
 	Generation uint64      `json:"generation"`
 	Ranges     []WireRange `json:"ranges"`
 	TTLMs      int64       `json:"ttl_ms"`
+	RenewalMs  int64       `json:"renewal_ms"`
 	IssuedAtMs int64       `json:"issued_at_ms"`
+	// Controls: to clients that announced FeatureControls only, in every element.
+	Controls *Controls `json:"controls,omitempty"`
+}
+
+// Controls are a ring's flow controls as one worker must obey them (product.md, "Operating
+// retries"): a pause of the whole ring (no traversal, no execution), a pause of some impl types
+// (no execution of them), and this worker's share of the ring's rate limit.
+type Controls struct {
+	Paused     bool     `json:"paused"`
+	PausedImpl []string `json:"paused_impl"`
+	// RatePerS is this worker's executions per second at most; nil: no limit. A member with no
+	// range gets 0.
+	RatePerS *float64 `json:"rate_per_s"`
+}
+
+// ImplPaused reports whether executions of impl are paused (the whole ring, or impl).
+func (c *Controls) ImplPaused(impl string) bool {
+	if c == nil {
+		return false
+	}
+	if c.Paused {
+		return true
+	}
+	for _, p := range c.PausedImpl {
+		if p == impl {
+			return true
+		}
+	}
+	return false
+}
+
+// Report is the data of ring.report: what a worker saw, for the operator (product.md, "Reports").
+// Counters are cumulative since the worker's incarnation started, so that the leader computes
+// rates from any two reports and a lost report loses nothing.
+type Report struct {
+	WorkerID string `json:"worker_id"`
+	// Executions by outcome: done, transient, permanent, not_sent.
+	Executions map[string]uint64 `json:"executions"`
+	// DeadLettered counts steps given up on; GuardRefusals operations the guard refused.
+	DeadLettered  uint64 `json:"dead_lettered"`
+	GuardRefusals uint64 `json:"guard_refusals"`
+	// Breakers lists the circuit breakers that are not closed (at most MaxReportBreakers).
+	Breakers []BreakerReport `json:"breakers"`
+	// OldestWindowStartMs is the start (UTC ms) of the oldest readable window of its ranges that
+	// it has not finished, 0 when none; PendingRows the rows it left unfinished in readable
+	// windows at its last pass.
+	OldestWindowStartMs int64 `json:"oldest_window_start_ms"`
+	PendingRows         int64 `json:"pending_rows"`
+	// DirectoryOldestWindowStartMs, from Node-0 only: the oldest live window of the whole
+	// directory (it reads tier 2 anyway), so that a range nobody drains still shows. 0: none or
+	// not Node-0.
+	DirectoryOldestWindowStartMs int64 `json:"directory_oldest_window_start_ms,omitempty"`
+	// LeaseFit is "" when the worker's timeouts fit its leases, else why not (it is not ready).
+	LeaseFit string `json:"lease_fit,omitempty"`
+}
+
+// BreakerReport is one circuit breaker that is open or half open.
+type BreakerReport struct {
+	Impl  string `json:"impl"`  // "" for the breaker of the whole ring
+	State string `json:"state"` // "open" or "half_open"
+	// OpenUntilMs is when the cool-off ends (UTC ms), for an open breaker.
+	OpenUntilMs int64 `json:"open_until_ms,omitempty"`
+}
+
+// Validate refuses a report that is larger than a worker has reason to send.
+func (r Report) Validate() error {
+	if len(r.Breakers) > MaxReportBreakers || len(r.Executions) > 8 {
+		return fmt.Errorf("%w: report lists %d breakers and %d outcomes (at most %d and 8)", ErrBadRequest, len(r.Breakers), len(r.Executions), MaxReportBreakers)
+	}
+	for _, b := range r.Breakers {
+		if len(b.Impl) > MaxRingNameBytes {
+			return fmt.Errorf("%w: breaker impl longer than %d bytes", ErrBadRequest, MaxRingNameBytes)
+		}
+	}
+	if len(r.LeaseFit) > 512 {
+		return fmt.Errorf("%w: lease_fit longer than 512 bytes", ErrBadRequest)
+	}
+	return nil
 }
 
 // EncodeRanges turns ranges into their wire form.
@@ -127,7 +239,8 @@ func Encode(l Lease, issuedAt time.Time) WireLease {
 	return WireLease{
 		WorkerID: l.WorkerID, Ring: l.Ring, NodeIndex: l.NodeIndex, NodeCount: l.NodeCount,
 		Epoch: l.Epoch, Generation: l.Generation, Ranges: EncodeRanges(l.Ranges),
-		TTLMs: l.TTL.Milliseconds(), IssuedAtMs: issuedAt.UnixMilli(),
+		TTLMs: l.TTL.Milliseconds(), RenewalMs: l.Renewal.Milliseconds(), IssuedAtMs: issuedAt.UnixMilli(),
+		Controls: l.Controls,
 	}
 }
 
@@ -146,10 +259,17 @@ func (w WireLease) Decode(demandSent time.Time) (Lease, error) {
 	if w.TTLMs <= 0 || w.TTLMs > math.MaxInt64/int64(time.Millisecond) {
 		return Lease{}, fmt.Errorf("%w: ttl_ms %d", ErrBadRequest, w.TTLMs)
 	}
+	if w.RenewalMs < 0 || w.RenewalMs > w.TTLMs {
+		return Lease{}, fmt.Errorf("%w: renewal_ms %d outside [0, ttl_ms %d]", ErrBadRequest, w.RenewalMs, w.TTLMs)
+	}
+	if c := w.Controls; c != nil && c.RatePerS != nil && (*c.RatePerS < 0 || math.IsNaN(*c.RatePerS)) {
+		return Lease{}, fmt.Errorf("%w: controls.rate_per_s %v", ErrBadRequest, *c.RatePerS)
+	}
 	return Lease{
 		WorkerID: w.WorkerID, Ring: w.Ring, NodeIndex: w.NodeIndex, NodeCount: w.NodeCount,
 		Epoch: w.Epoch, Generation: w.Generation, Ranges: rs,
 		TTL: time.Duration(w.TTLMs) * time.Millisecond, ValidFrom: demandSent,
+		Renewal: time.Duration(w.RenewalMs) * time.Millisecond, Controls: w.Controls,
 	}, nil
 }
 

@@ -79,7 +79,7 @@ func TestWireLeaseJSONShape(t *testing.T) {
 	l := lease.Lease{
 		WorkerID: "w-1", Ring: lease.RingKey{Region: "eu", Cluster: "c1", Service: "orders"},
 		NodeIndex: 0, NodeCount: 2, Epoch: 9, Generation: 4,
-		Ranges: lease.Split(2), TTL: 3 * time.Second,
+		Ranges: lease.Split(2), TTL: 3 * time.Second, Renewal: time.Second,
 	}
 	data, err := json.Marshal(lease.Encode(l, time.UnixMilli(1_700_000_000_123)))
 	if err != nil {
@@ -88,9 +88,19 @@ func TestWireLeaseJSONShape(t *testing.T) {
 	const want = `{"worker_id":"w-1","ring":{"region":"eu","cluster":"c1","service":"orders"},` +
 		`"node_index":0,"node_count":2,"epoch":9,"generation":4,` +
 		`"ranges":[{"start":"-9223372036854775808","end":"-1"},{"start":"0","end":"9223372036854775807"}],` +
-		`"ttl_ms":3000,"issued_at_ms":1700000000123}`
+		`"ttl_ms":3000,"renewal_ms":1000,"issued_at_ms":1700000000123}`
 	if string(data) != want {
 		t.Fatalf("wire lease\n got %s\nwant %s", data, want)
+	}
+	// To a client that announced "controls", every element carries them; rate_per_s null is no limit.
+	rate := 2.5
+	l.Controls = &lease.Controls{PausedImpl: []string{"Ship"}, RatePerS: &rate}
+	data, err = json.Marshal(lease.Encode(l, time.UnixMilli(1_700_000_000_123)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"controls":{"paused":false,"paused_impl":["Ship"],"rate_per_s":2.5}`) {
+		t.Fatalf("wire lease with controls: %s", data)
 	}
 	// An empty lease still sends "ranges":[] rather than null.
 	empty, _ := json.Marshal(lease.Encode(lease.Lease{TTL: time.Second}, time.UnixMilli(0)))
@@ -311,7 +321,7 @@ func TestSetupValidate(t *testing.T) {
 		}
 	}
 	var decoded lease.Setup
-	if err := json.Unmarshal([]byte(`{"worker_id":"w1","incarnation":"3f2a","region":"eu","cluster":"c1","service":"orders"}`), &decoded); err != nil || decoded != good {
+	if err := json.Unmarshal([]byte(`{"worker_id":"w1","incarnation":"3f2a","region":"eu","cluster":"c1","service":"orders"}`), &decoded); err != nil || !reflect.DeepEqual(decoded, good) {
 		t.Fatalf("SETUP JSON decodes as %+v, %v", decoded, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -169,7 +170,7 @@ func TestDemandAccounting(t *testing.T) {
 	}
 	s := setups[0]
 	want := lease.Setup{WorkerID: "worker-1", Incarnation: h.c.Incarnation(), Region: "eu-west", Cluster: "c1", Service: "orders"}
-	if s.setup != want {
+	if !reflect.DeepEqual(s.setup, want) {
 		t.Errorf("SETUP data %+v, want %+v", s.setup, want)
 	}
 	if s.dataMIME != lease.DataMIME || s.metaMIME != lease.MetadataMIME {
