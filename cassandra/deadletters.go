@@ -15,7 +15,7 @@ func (s *Store) InsertDeadLetter(ctx context.Context, d DeadLetter) error {
 	r, b, t := s.ring, d.Bucket, d.Transaction
 	err := s.exec(ctx, cqlInsertDeadLetter, r.Region, r.Cluster, r.Service, day(window.DateOf(d.DeadAt)),
 		t.ID, b.InstanceID, day(b.Window.Day), b.Window.Minute, b.Bucket,
-		t.AddedAt, t.AllocationKey, t.ImplType, t.Attempt, d.LastStatus, d.LastError, d.DeadAt, d.WorkerID)
+		t.AddedAt, t.AllocationKey, t.ImplType, t.Attempt, d.LastStatus, d.LastError, d.DeadAt, d.WorkerID, t.Replay)
 	if err != nil {
 		return fmt.Errorf("cassandra: dead-letter %s: %w", t.ID, err)
 	}
@@ -29,10 +29,18 @@ func (s *Store) ListDeadLetters(ctx context.Context, deadDay window.Date) ([]Dea
 	err := s.scan(ctx, cqlSelectDeadLetters, func(sc gocql.Scanner) error {
 		var d DeadLetter
 		var wd time.Time
+		var replay *int
+		var by *string
 		if err := sc.Scan(&d.Transaction.ID, &d.Bucket.InstanceID, &wd, &d.Bucket.Window.Minute, &d.Bucket.Bucket,
 			&d.Transaction.AddedAt, &d.Transaction.AllocationKey, &d.Transaction.ImplType, &d.Transaction.Attempt,
-			&d.LastStatus, &d.LastError, &d.DeadAt, &d.WorkerID); err != nil {
+			&d.LastStatus, &d.LastError, &d.DeadAt, &d.WorkerID, &replay, &by, &d.ReplayedAt); err != nil {
 			return err
+		}
+		if replay != nil {
+			d.Transaction.Replay = *replay
+		}
+		if by != nil {
+			d.ReplayedBy = *by
 		}
 		d.Bucket.Window.Day, d.Bucket.Window.Length = window.DateOf(wd), s.length
 		out = append(out, d)
@@ -42,4 +50,55 @@ func (s *Store) ListDeadLetters(ctx context.Context, deadDay window.Date) ([]Dea
 		return nil, fmt.Errorf("cassandra: list dead letters of %s: %w", deadDay, err)
 	}
 	return out, nil
+}
+
+// MarkDeadLetterReplayed marks d as replayed by replayID at at. The dead letter stays.
+func (s *Store) MarkDeadLetterReplayed(ctx context.Context, d DeadLetter, replayID string, at time.Time) error {
+	r := s.ring
+	err := s.exec(ctx, cqlMarkDeadLetterReplayed, replayID, at, r.Region, r.Cluster, r.Service, day(d.DeadDay()), d.Transaction.ID, d.Transaction.ImplType)
+	if err != nil {
+		return fmt.Errorf("cassandra: mark dead letter %s/%s replayed: %w", d.Transaction.ID, d.Transaction.ImplType, err)
+	}
+	return nil
+}
+
+// DeleteDeadLetter deletes one dead letter (a row tombstone in its day's partition).
+func (s *Store) DeleteDeadLetter(ctx context.Context, d DeadLetter) error {
+	r := s.ring
+	if err := s.exec(ctx, cqlDeleteDeadLetter, r.Region, r.Cluster, r.Service, day(d.DeadDay()), d.Transaction.ID, d.Transaction.ImplType); err != nil {
+		return fmt.Errorf("cassandra: delete dead letter %s/%s: %w", d.Transaction.ID, d.Transaction.ImplType, err)
+	}
+	return nil
+}
+
+// DeleteDeadLetterDay deletes every dead letter given up on during a UTC day: one partition
+// tombstone.
+func (s *Store) DeleteDeadLetterDay(ctx context.Context, deadDay window.Date) error {
+	r := s.ring
+	if err := s.exec(ctx, cqlDeleteDeadLetterDay, r.Region, r.Cluster, r.Service, day(deadDay)); err != nil {
+		return fmt.Errorf("cassandra: delete dead letters of %s: %w", deadDay, err)
+	}
+	return nil
+}
+
+// StartReplayRun records the first start of replay run id (at most once: Paxos) and returns the
+// start on record, which is at when this call made it, or the earlier start of a run of that id.
+func (s *Store) StartReplayRun(ctx context.Context, id string, at time.Time) (time.Time, error) {
+	r := s.ring
+	if _, err := s.cas(ctx, cqlInsertReplayRun, r.Region, r.Cluster, r.Service, id, at); err != nil {
+		return time.Time{}, fmt.Errorf("cassandra: start replay run %q: %w", id, err)
+	}
+	var started time.Time
+	found := false
+	err := s.scan(ctx, cqlSelectReplayRun, func(sc gocql.Scanner) error {
+		found = true
+		return sc.Scan(&started)
+	}, r.Region, r.Cluster, r.Service, id)
+	switch {
+	case err != nil:
+		return time.Time{}, fmt.Errorf("cassandra: read replay run %q: %w", id, err)
+	case !found:
+		return time.Time{}, fmt.Errorf("cassandra: replay run %q not found after its insert", id)
+	}
+	return started, nil
 }

@@ -108,15 +108,31 @@ WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
 VALUES (?, ?, ?, ?, ?, ?) USING TTL ?`
 
 	// Dead letters.
+	// A dead letter is written whole, its replay mark cleared: the same step given up on again
+	// the same day (after a replay) overwrites its row, and must read as not replayed.
 	cqlInsertDeadLetter = `INSERT INTO KS.es_dead_letters
 (region, cluster, service_name, dead_day, transaction_id, instance_id, date_of_year, minute_of_day,
  bucket_index, added_datetime, allocation_key, stacksaga_impl_type, attempt, last_status, last_error,
- dead_at, worker_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+ dead_at, worker_id, replay, replayed_by, replayed_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, null, null)`
 	cqlSelectDeadLetters = `SELECT transaction_id, instance_id, date_of_year, minute_of_day, bucket_index,
-added_datetime, allocation_key, stacksaga_impl_type, attempt, last_status, last_error, dead_at, worker_id
+added_datetime, allocation_key, stacksaga_impl_type, attempt, last_status, last_error, dead_at, worker_id,
+replay, replayed_by, replayed_at
 FROM KS.es_dead_letters
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ?`
+	cqlMarkDeadLetterReplayed = `UPDATE KS.es_dead_letters SET replayed_by = ?, replayed_at = ?
+WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`
+	cqlDeleteDeadLetter = `DELETE FROM KS.es_dead_letters
+WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`
+	// A day of dead letters at once: one partition tombstone.
+	cqlDeleteDeadLetterDay = `DELETE FROM KS.es_dead_letters
+WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ?`
+
+	// Replay runs: the snapshot bound of each --id, so that running it again replays nothing new.
+	cqlInsertReplayRun = `INSERT INTO KS.es_dead_letter_replays (region, cluster, service_name, replay_id, started_at)
+VALUES (?, ?, ?, ?, ?) IF NOT EXISTS`
+	cqlSelectReplayRun = `SELECT started_at FROM KS.es_dead_letter_replays
+WHERE region = ? AND cluster = ? AND service_name = ? AND replay_id = ?`
 )
 
 // inKeyspace qualifies a statement's tables with ks.

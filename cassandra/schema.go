@@ -133,6 +133,7 @@ var Tables = []string{
 	"es_retry_transactions_by_instance",
 	"es_execution_markers",
 	"es_dead_letters",
+	"es_dead_letter_replays",
 	"es_window_checkpoints",
 	"es_day_checkpoints",
 }
@@ -181,6 +182,10 @@ var addedColumns = []struct{ table, column, cqlType string }{
 	{"es_retry_transactions_by_instance", "replay", "int"},
 	{"es_execution_markers", "floor_replay", "int"},
 	{"es_execution_markers", "floor_attempt", "int"},
+	// Dead-letter replay: the generation given up on, and the replay that took it.
+	{"es_dead_letters", "replay", "int"},
+	{"es_dead_letters", "replayed_by", "text"},
+	{"es_dead_letters", "replayed_at", "timestamp"},
 }
 
 // CheckSchema reports ErrSchemaOutdated, naming what is missing, when the keyspace lacks a
@@ -206,7 +211,10 @@ func CheckSchema(ctx context.Context, s *gocql.Session, keyspace string) error {
 			missing = append(missing, "column "+c.table+"."+c.column)
 		}
 	}
-	if len(missing) > 0 {
+	switch {
+	case len(missing) == len(Tables):
+		return fmt.Errorf("%w: keyspace %s holds none of the retry directory's tables (does it exist? `retryring schema apply --keyspace %s` creates them)", ErrSchemaOutdated, keyspace, keyspace)
+	case len(missing) > 0:
 		return fmt.Errorf("%w: keyspace %s lacks %s", ErrSchemaOutdated, keyspace, strings.Join(missing, ", "))
 	}
 	return nil
@@ -356,10 +364,23 @@ var tableDDL = []string{
     last_error          text,
     dead_at             timestamp,
     worker_id           text,
+    replay              int,
+    replayed_by         text,
+    replayed_at         timestamp,
     PRIMARY KEY ((region, cluster, service_name, dead_day), transaction_id, stacksaga_impl_type)
 ) WITH CLUSTERING ORDER BY (transaction_id ASC, stacksaga_impl_type ASC)
   AND ` + optsDeadLetters + `
   AND comment = 'Failures given up on (permanent, or out of attempts), by the UTC day they were given up on. Kept until an operator acts.'`,
+
+	`CREATE TABLE IF NOT EXISTS KS.es_dead_letter_replays (
+    region       text,
+    cluster      text,
+    service_name text,
+    replay_id    text,
+    started_at   timestamp,
+    PRIMARY KEY ((region, cluster, service_name, replay_id))
+) WITH ` + optsDeadLetters + `
+  AND comment = 'Dead-letter replay runs by --id: a run replays only dead letters given up on before its first start, so running it again replays nothing new.'`,
 
 	`CREATE TABLE IF NOT EXISTS KS.es_window_checkpoints (
     region            text,

@@ -97,7 +97,8 @@ var allStatements = []string{
 	cqlSelectWindowCheckpoint, cqlInsertWindowCheckpoint, cqlUpdateWindowCheckpoint,
 	cqlSelectDayCheckpoint, cqlInsertDayCheckpoint, cqlUpdateDayCheckpoint,
 	cqlSelectMarker, cqlInsertMarker, cqlSetFloor,
-	cqlInsertDeadLetter, cqlSelectDeadLetters,
+	cqlInsertDeadLetter, cqlSelectDeadLetters, cqlMarkDeadLetterReplayed, cqlDeleteDeadLetter, cqlDeleteDeadLetterDay,
+	cqlInsertReplayRun, cqlSelectReplayRun,
 }
 
 // Ring is the ring whose directory the Store serves.

@@ -109,7 +109,14 @@ type DeadLetter struct {
 	LastError   string // the last error text
 	DeadAt      time.Time
 	WorkerID    string
+	// ReplayedBy and ReplayedAt mark a dead letter an operator replayed (the replay's --id); empty
+	// until then. A dead letter stays, marked, until purged.
+	ReplayedBy string
+	ReplayedAt time.Time
 }
+
+// DeadDay is the partition of the dead letter: the UTC day it was given up on.
+func (d DeadLetter) DeadDay() window.Date { return window.DateOf(d.DeadAt) }
 
 // WindowCheckpoint is a day's scan bound for tier 2: no window row of the day is below Minute.
 // Version changes on every compare-and-set; a missing row reads as Minute 0, Version 0.

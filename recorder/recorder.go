@@ -65,6 +65,9 @@ type Failure struct {
 	// Attempt is 0 for a first failure; a worker re-recording a transient failure passes the
 	// attempt it is scheduling.
 	Attempt int
+	// Replay is 0 for a failure as its service records it; a replay of a dead letter records
+	// the step's next replay generation.
+	Replay int
 	// AddedAt is when the failure happened. Default: the recorder's clock.
 	AddedAt time.Time
 	// InstanceID overrides the recorder's own instance id: a worker re-records a failure under
@@ -251,7 +254,7 @@ func (r *Recorder) prepare(f *Failure, now time.Time) error {
 }
 
 func (f Failure) row() cassandra.Transaction {
-	return cassandra.Transaction{ID: f.TransactionID, AddedAt: f.AddedAt, AllocationKey: f.AllocationKey, ImplType: f.ImplType, Attempt: f.Attempt}
+	return cassandra.Transaction{ID: f.TransactionID, AddedAt: f.AddedAt, AllocationKey: f.AllocationKey, ImplType: f.ImplType, Attempt: f.Attempt, Replay: f.Replay}
 }
 
 // recordAhead is the normal protocol for a target that has not started: directory rows top

@@ -1,0 +1,28 @@
+// Package deadletter is what an operator does with the failures retryring gave up on: list them,
+// show one, replay them, purge them (`retryring deadletters list|show|replay|purge`).
+//
+// It owns the replay protocol (product.md, "Dead letters"). A replay run has an id; its first
+// start is recorded (es_dead_letter_replays) and is the snapshot bound of the run: only dead
+// letters given up on before it, and not replayed yet, are replayed, so what fails again during
+// the run is not replayed again, and running the same id again replays nothing new (and completes
+// a run that stopped on an error). Each dead letter of a step at replay generation g is replayed
+// by, in this order:
+//
+//  1. recording the step again through the recorder's write path (W+1, or the late protocol where
+//     its clock calls for it), under its own instance id, at generation g+1, attempt 0;
+//  2. raising the step's marker floor to (g+1, 0), so that no older copy of the step is ever
+//     executed again (a dead letter written by this release left it there already; one written
+//     before floors existed did not);
+//  3. marking the dead letter replayed (its id and time). It stays until purged.
+//
+// A crash between 1 and 3 leaves the dead letter unmarked: running the id again writes a second
+// copy at (g+1, 0). Both copies stand at the floor, and whichever runs first settles the other
+// (its outcome commits the step or raises the floor past it), so the step is executed once.
+//
+// It never deletes markers, never touches the directory but through the recorder, and never
+// replays a step whose marker is COMMITTED.
+//
+//	list, err := deadletter.List(ctx, store, deadletter.Filter{Since: since, Until: now})
+//	res, err := deadletter.Replay(ctx, store, rec, filter, deadletter.ReplayOptions{ID: "incident-42", Rate: 500})
+//	n, err := deadletter.Purge(ctx, store, deadletter.Filter{Until: now.Add(-30 * 24 * time.Hour)})
+package deadletter
