@@ -24,10 +24,10 @@ func mustWindow(t *testing.T, at time.Time) window.Window {
 func execution(seq uint64, tx, worker string, w window.Window, status int) downstream.Execution {
 	start := t0.Add(time.Duration(seq) * time.Millisecond)
 	return downstream.Execution{
-		Seq: seq,
+		Seq:     seq,
 		Request: downstream.Request{TransactionID: tx, InstanceID: "orders-pod-0", ImplType: "Payment"},
 		Call:    downstream.Call{WorkerID: worker, LeaseEpoch: 1, WindowDate: w.Day.String(), WindowMinute: w.Minute},
-		Start: start, End: start.Add(time.Microsecond), Status: status,
+		Start:   start, End: start.Add(time.Microsecond), Status: status,
 	}
 }
 
