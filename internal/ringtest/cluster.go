@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -86,7 +87,7 @@ func (o Options) withDefaults() Options {
 // Cluster is N coordinators and any number of workers in this process, every party behind its own
 // fault proxy, with the history of every lease the workers held.
 type Cluster struct {
-	t    TB
+	t    testing.TB
 	opts Options
 	rec  *Recorder
 	logs *logBuffer
@@ -112,7 +113,7 @@ type Cluster struct {
 
 // NewCluster starts the coordinators, waits until one leads and every running node knows its
 // address, and registers Close with t.Cleanup.
-func NewCluster(t TB, opts Options) *Cluster {
+func NewCluster(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	opts = opts.withDefaults()
 	logs := newLogBuffer(2000)

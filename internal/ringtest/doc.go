@@ -1,8 +1,7 @@
-// Package ringtest is the in-process test harness of the ring coordinator, shared by tests and
-// benchmarks: it starts real coordinators (Raft voters on loopback TCP, real RSocket) and real lease
-// clients in one process, puts every party behind its own fault proxy, records the history of
-// leases as the workers held them, and checks that history against the invariants of
-// docs/product.md.
+// Package ringtest is the in-process test harness of the ring coordinator: it starts real
+// coordinators (Raft voters on loopback TCP, real RSocket) and real lease clients in one process,
+// puts every party behind its own fault proxy, records the history of leases as the workers held
+// them, and checks that history against the invariants of docs/product.md.
 //
 // What it owns:
 //   - the history checker (history.go, analysis.go): pure functions over intervals during which a
@@ -12,10 +11,10 @@
 //     leader change (CheckKept);
 //   - the recorder (recorder.go): builds those intervals from the lease clients' OnLease and Drain
 //     hooks and the harness's stop paths, and keeps a timeline of events (timeline.go reads the
-//     instants a benchmark needs: detection, takeover, leave-to-usable, leader-kill-to-stream);
-//   - the cluster harness (cluster.go, coord.go, worker.go, tb.go): NewCluster, coordinators behind
-//     a Raft proxy and an RSocket front proxy each, workers with a network of their own, faults,
-//     bounded waits, and a TB for programs that drive a cluster outside go test.
+//     instants tests order: a crash detected, ranges taken over, a lease stream resumed);
+//   - the cluster harness (cluster.go, coord.go, worker.go): NewCluster, coordinators behind a Raft
+//     proxy and an RSocket front proxy each, workers with a network of their own, faults, and
+//     bounded waits.
 //
 // Every worker connection, to whichever coordinator and after any not_leader redirect, passes
 // through that coordinator's front proxy, which reads the RSocket SETUP frame to learn the worker
@@ -26,9 +25,9 @@
 // What it must never do: listen on anything but loopback, leave a goroutine, a listener or a data
 // directory behind a test (Close, registered with t.Cleanup, closes everything and fails the test if
 // a goroutine of the coordinator, the lease client, the proxies or Raft survives), wait without a
-// bound, or assert on how long something took: benchmarks read durations from the timeline, tests
-// only check behaviour. Clusters of one test binary must not run in parallel (the leak check and the
-// routing of rsocket-go's global logger are process-wide).
+// bound, or assert on how long something took: tests only check behaviour. Clusters of one test
+// binary must not run in parallel (the leak check and the routing of rsocket-go's global logger
+// are process-wide).
 //
 // Usage:
 //

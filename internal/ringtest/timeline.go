@@ -8,9 +8,9 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// The methods in this file read instants out of the history for benchmarks: how long the leader
-// took to notice a dead worker, how long until a dead or leaving worker's ranges were usable by
-// others, how long after a leader kill the lease streams resumed. Tests must not assert on them.
+// The methods in this file read instants out of the recorded history, so that a test can order
+// what happened (a crash, the leader noticing it, the takeover) without asserting how long any of
+// it took.
 
 // Last returns the most recent event of kind (for worker, when worker is not empty).
 func (c *Cluster) Last(kind EventKind, worker string) (Event, bool) {
@@ -24,24 +24,18 @@ func (c *Cluster) Last(kind EventKind, worker string) (Event, bool) {
 	return Event{}, false
 }
 
-// FirstInstallAfter is the instant of w's first installed element at or after since.
-func (c *Cluster) FirstInstallAfter(w *Worker, since time.Duration) (time.Duration, bool) {
-	for _, e := range c.rec.Events() {
-		if e.Kind == EventInstall && e.At >= since && e.Worker == w.ID && e.Incarnation == w.Incarnation {
-			return e.At, true
-		}
-	}
-	return 0, false
-}
-
-// WaitInstallAfter waits (bounded) for w's first element at or after since: after a leader kill,
-// the moment w's lease stream resumed.
+// WaitInstallAfter waits (bounded) for w's first installed element at or after since: after a
+// leader kill, the moment w's lease stream resumed.
 func (c *Cluster) WaitInstallAfter(w *Worker, since, timeout time.Duration) (time.Duration, error) {
 	var at time.Duration
 	err := poll(timeout, func() bool {
-		var ok bool
-		at, ok = c.FirstInstallAfter(w, since)
-		return ok
+		for _, e := range c.rec.Events() {
+			if e.Kind == EventInstall && e.At >= since && e.Worker == w.ID && e.Incarnation == w.Incarnation {
+				at = e.At
+				return true
+			}
+		}
+		return false
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%s installed nothing after %v within %v", w.Holder(), since, timeout)
@@ -49,37 +43,32 @@ func (c *Cluster) WaitInstallAfter(w *Worker, since, timeout time.Duration) (tim
 	return at, nil
 }
 
-// LastRanges are the ranges of w's most recent element, and whether it was Node-0.
-func (c *Cluster) LastRanges(w *Worker) (lease.Ranges, bool) {
-	var last Interval
-	found := false
-	for _, iv := range c.rec.Intervals() {
-		if iv.Holder() == w.Holder() && (!found || iv.From >= last.From) {
-			last, found = iv, true
-		}
-	}
-	return last.Ranges, last.Node0
-}
-
-// TakeoverAfter is the first instant at or after since at which every token of w's last element
-// was usable by other holders (a crash or leave taken over), and whether that happened yet.
-func (c *Cluster) TakeoverAfter(w *Worker, since time.Duration) (time.Duration, bool) {
-	ranges, _ := c.LastRanges(w)
-	return FirstCovered(c.rec.Intervals(), ranges, since, ExceptHolder(w.ID, w.Incarnation))
-}
-
-// WaitTakeover waits (bounded) for TakeoverAfter.
+// WaitTakeover waits (bounded) for the first instant at or after since at which every token of
+// w's last element was usable by other holders: a crash or a leave taken over.
 func (c *Cluster) WaitTakeover(w *Worker, since, timeout time.Duration) (time.Duration, error) {
 	var at time.Duration
 	err := poll(timeout, func() bool {
+		ivs := c.rec.Intervals()
 		var ok bool
-		at, ok = c.TakeoverAfter(w, since)
+		at, ok = FirstCovered(ivs, lastRanges(ivs, w), since, ExceptHolder(w.ID, w.Incarnation))
 		return ok
 	})
 	if err != nil {
 		return 0, fmt.Errorf("ranges of %s not taken over within %v", w.Holder(), timeout)
 	}
 	return at, nil
+}
+
+// lastRanges are the ranges of w's most recent element.
+func lastRanges(ivs []Interval, w *Worker) lease.Ranges {
+	var last Interval
+	found := false
+	for _, iv := range ivs {
+		if iv.Holder() == w.Holder() && (!found || iv.From >= last.From) {
+			last, found = iv, true
+		}
+	}
+	return last.Ranges
 }
 
 // WaitMemberDown waits (bounded) until the leader's committed state no longer counts w as an active

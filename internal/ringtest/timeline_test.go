@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TestTimelineInstants checks that the instants a benchmark reads come in causal order: a crash,
+// TestTimelineInstants checks that the instants the tests read come in causal order: a crash,
 // then the leader noticing it, then the dead worker's ranges usable by the others; a leave, then
 // its ranges taken over; a leader kill, then every stream resumed. It asserts no duration.
 func TestTimelineInstants(t *testing.T) {
