@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/cassandra/storetest"
 	"github.com/retryring/retryring/internal/clocktest"
+	"github.com/retryring/retryring/internal/storetest"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/window"
 )
