@@ -106,13 +106,13 @@ func (s *sim) decideAndApply(st *fsm.State) bool {
 	for _, c := range cmds {
 		if err := st.Apply(c); err == nil {
 			committed = true
-			s.logf("commit %s %+v", commandName(c), c)
+			s.logf("commit %s %+v", c.Type(), c)
 		}
 	}
 	if a := fsm.Plan(st.Ring(testRing)); a != nil {
 		if err := st.Apply(a); err == nil {
 			committed = true
-			s.logf("commit %s %+v", commandName(a), a)
+			s.logf("commit %s %+v", a.Type(), a)
 		}
 	}
 	return committed

@@ -354,7 +354,7 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			continue
 		}
 		if err := t.apply(c); err != nil {
-			t.log.Warn().Err(err).Str("command", commandName(c)).Msg("proposal failed; retrying")
+			t.log.Warn().Err(err).Stringer("command", c.Type()).Msg("proposal failed; retrying")
 			later(now.Add(100 * time.Millisecond))
 			continue
 		}
@@ -362,7 +362,7 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 		if _, ok := c.(*fsm.Expire); ok {
 			t.n.metrics.expiriesSent.Add(1)
 		}
-		t.log.Info().Str("command", commandName(c)).Interface("args", c).Msg("committed")
+		t.log.Info().Stringer("command", c.Type()).Interface("args", c).Msg("committed")
 	}
 	if len(cmds) > 0 {
 		rings = t.snapshotRings()
@@ -421,26 +421,4 @@ func (t *leaderTerm) pruneSends() {
 			delete(t.seen, m)
 		}
 	}
-}
-
-func commandName(c fsm.Command) string {
-	switch c.Type() {
-	case fsm.TypeRegisterCoordinator:
-		return "register_coordinator"
-	case fsm.TypeRemoveCoordinator:
-		return "remove_coordinator"
-	case fsm.TypeJoin:
-		return "join"
-	case fsm.TypeDown:
-		return "down"
-	case fsm.TypeLeave:
-		return "leave"
-	case fsm.TypeRelease:
-		return "release"
-	case fsm.TypeExpire:
-		return "expire"
-	case fsm.TypeAssign:
-		return "assign"
-	}
-	return "unknown"
 }

@@ -23,6 +23,27 @@ const (
 	TypeAssign              CommandType = 8
 )
 
+// commandNames are the names logs and transcripts give the command types.
+var commandNames = map[CommandType]string{
+	TypeRegisterCoordinator: "register_coordinator",
+	TypeRemoveCoordinator:   "remove_coordinator",
+	TypeJoin:                "join",
+	TypeDown:                "down",
+	TypeLeave:               "leave",
+	TypeRelease:             "release",
+	TypeExpire:              "expire",
+	TypeAssign:              "assign",
+}
+
+// String is the type's name in snake case, as logs print it; "unknown(n)" for a type this node
+// does not know.
+func (t CommandType) String() string {
+	if name, ok := commandNames[t]; ok {
+		return name
+	}
+	return fmt.Sprintf("unknown(%d)", uint8(t))
+}
+
 // Version is the second byte of every log entry: the version of the JSON body of its type. A node
 // skips an entry whose version is newer than it knows.
 const Version uint8 = 1

@@ -59,6 +59,24 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
+// TestCommandTypeNames: every type has a name of its own, the one logs print, and a type this node
+// does not know says so with its number.
+func TestCommandTypeNames(t *testing.T) {
+	want := map[fsm.CommandType]string{
+		fsm.TypeRegisterCoordinator: "register_coordinator", fsm.TypeRemoveCoordinator: "remove_coordinator",
+		fsm.TypeJoin: "join", fsm.TypeDown: "down", fsm.TypeLeave: "leave", fsm.TypeRelease: "release",
+		fsm.TypeExpire: "expire", fsm.TypeAssign: "assign",
+	}
+	for _, c := range oneOfEach() {
+		if got := c.Type().String(); got != want[c.Type()] {
+			t.Errorf("%T: name %q, want %q", c, got, want[c.Type()])
+		}
+	}
+	if got := fsm.CommandType(200).String(); got != "unknown(200)" {
+		t.Errorf("type 200: name %q, want unknown(200)", got)
+	}
+}
+
 func TestDecodeUnknownCommand(t *testing.T) {
 	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "w", Incarnation: "i"})
 	cases := map[string][]byte{
