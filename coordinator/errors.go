@@ -10,27 +10,29 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// Errors of the node's lifecycle. Errors sent to workers are the lease package's wire catalog
-// (lease.ErrNotLeader, lease.ErrUnavailable, ...); wireErr maps to them at the edge.
+// Errors of the node's lifecycle, returned by New and Start.
 var (
-	// ErrBadConfig: Config.Validate refused the configuration.
+	// ErrBadConfig: Config.Validate (in New), or Raft's own check of the configuration (in Start),
+	// refused it.
 	ErrBadConfig = errors.New("coordinator: bad config")
 	// ErrStarted: Start was called twice.
 	ErrStarted = errors.New("coordinator: already started")
-	// ErrClosed: the node was closed (or killed) and cannot start or serve again.
+	// ErrClosed: the node was closed, killed, or failed to start, and cannot start again.
 	ErrClosed = errors.New("coordinator: closed")
 )
 
-// commitErr maps the error of a Raft Apply (future error or FSM response) to the wire catalog,
-// keeping the original in the chain (errors.Is still finds fsm.ErrUnsafeAssignment).
-// A command whose proposer lost leadership may or may not have committed: the commands are
-// idempotent, so the worker simply retries.
+// commitErr maps the error of a Raft Apply (future error or FSM response) to the lease package's
+// wire catalog (lease.ErrNotLeader, lease.ErrUnavailable, ...), the only errors sent to workers,
+// keeping the original in the chain (errors.Is still finds fsm.ErrUnsafeAssignment). wireFailure
+// encodes them at the edge.
 func commitErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// The command may or may not have committed: the commands are idempotent, so the worker
+		// simply retries with the leader.
 		return fmt.Errorf("%w: %w", lease.ErrNotLeader, err)
 	case errors.Is(err, fsm.ErrUnknownMember):
 		return fmt.Errorf("%w: %w", lease.ErrUnknownWorker, err)

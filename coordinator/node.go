@@ -278,14 +278,14 @@ func (n *Node) currentTerm() *leaderTerm {
 	return n.term
 }
 
-// leaderErr is the error a follower answers with: not_leader with the leader's id and RSocket
-// address, or no_leader when it knows no leader whose address it could give.
 // redirect is leaderErr for a worker's request this node cannot serve, counted for /metrics.
 func (n *Node) redirect() error {
 	n.metrics.notLeader.Add(1)
 	return n.leaderErr()
 }
 
+// leaderErr is the error a follower answers with: not_leader with the leader's id and RSocket
+// address, or no_leader when it knows no leader whose address it could give.
 func (n *Node) leaderErr() error {
 	id, addr := n.Leader()
 	switch {
