@@ -12,8 +12,6 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-func init() { extraCommands = append(extraCommands, newCoordinatorCommand) }
-
 func newCoordinatorCommand() *cobra.Command {
 	var cfg coordinator.Config
 	var peers string

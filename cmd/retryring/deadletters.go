@@ -92,8 +92,6 @@ func (d *deadLetterFlags) store(ctx context.Context) (st *cassandra.Store, close
 	return st, session.Close, nil
 }
 
-func init() { extraCommands = append(extraCommands, newDeadLettersCommand) }
-
 func newDeadLettersCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "deadletters",

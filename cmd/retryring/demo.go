@@ -10,8 +10,6 @@ import (
 	"github.com/retryring/retryring/internal/demo"
 )
 
-func init() { extraCommands = append(extraCommands, newDemoCommand) }
-
 // demoOptions are the flags of `retryring demo`.
 type demoOptions struct {
 	cassandra         string

@@ -26,12 +26,14 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCtlCommand())
-	for _, add := range extraCommands {
-		root.AddCommand(add())
-	}
+	root.AddCommand(
+		newCoordinatorCommand(),
+		newWorkerCommand(),
+		newRecordCommand(),
+		newSchemaCommand(),
+		newDeadLettersCommand(),
+		newDemoCommand(),
+		newCtlCommand(),
+	)
 	return root
 }
-
-// extraCommands lets each subcommand's file register itself, so main.go does not change as they land.
-var extraCommands []func() *cobra.Command

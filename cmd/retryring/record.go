@@ -16,8 +16,6 @@ import (
 	"github.com/retryring/retryring/window"
 )
 
-func init() { extraCommands = append(extraCommands, newRecordCommand) }
-
 // recordOptions drive `retryring record`, a load generator that records failures as regular
 // service instances would.
 type recordOptions struct {

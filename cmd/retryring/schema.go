@@ -11,8 +11,6 @@ import (
 	"github.com/retryring/retryring/cassandra"
 )
 
-func init() { extraCommands = append(extraCommands, newSchemaCommand) }
-
 func newSchemaCommand() *cobra.Command {
 	var cf cassandraFlags
 	var replication string

@@ -22,8 +22,6 @@ import (
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 
-func init() { extraCommands = append(extraCommands, newWorkerCommand) }
-
 type workerOptions struct {
 	cf           cassandraFlags
 	ring         ringFlags
