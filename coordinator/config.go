@@ -59,7 +59,8 @@ type Config struct {
 	// NoSync skips fsync of the Raft log. Only for tests: a node that crashes may lose
 	// acknowledged entries, which breaks the safety argument.
 	NoSync bool
-	// Logger is the parent logger; each component logs with its own "component" field.
+	// Logger is the parent logger. The node adds node_id, and each of its parts its own "component"
+	// field, so a logger given here carries neither.
 	Logger zerolog.Logger
 	// Clock tells the time for every lease decision. Default lease.SystemClock.
 	Clock lease.Clock

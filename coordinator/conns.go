@@ -29,6 +29,12 @@ type workerConn struct {
 	ended bool
 }
 
+// connLog adds the connection's identity to the logger of the part that logs about it.
+func (c *workerConn) connLog(part zerolog.Logger) zerolog.Logger {
+	return part.With().Uint64("conn_id", c.id).Str("worker_id", c.setup.WorkerID).
+		Str("incarnation", c.setup.Incarnation).Str("ring", c.setup.Ring().String()).Logger()
+}
+
 // close closes the connection's net.Conn (see silenceListener); rsocket-go notices and closes the
 // socket, which fires connClosed.
 func (c *workerConn) close() {

@@ -7,6 +7,14 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// partLog is the logger of one part of the node (the node itself, the FSM, Raft, the leader, a
+// worker connection, a lease stream). Every part derives its logger from the node's, never from
+// another part's, so that a line names its component once: JSON with a repeated key is refused
+// by some log pipelines.
+func (n *Node) partLog(component string) zerolog.Logger {
+	return n.nodeLog.With().Str("component", component).Logger()
+}
+
 // hclogFor gives hashicorp/raft an hclog.Logger that writes through zerolog, so that the whole
 // node logs one way. hclog formats the line; its level tag picks the zerolog level.
 func hclogFor(log zerolog.Logger, name string) hclog.Logger {

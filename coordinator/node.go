@@ -19,7 +19,9 @@ import (
 // Node is one coordinator: a Raft voter, an RSocket server for workers and an admin HTTP server.
 // Create it with New, run it with Start, stop it with Close (graceful) or Kill (abrupt).
 type Node struct {
-	cfg     Config
+	cfg Config
+	// nodeLog is cfg.Logger with the node id: the parent of every part's logger (partLog).
+	nodeLog zerolog.Logger
 	log     zerolog.Logger
 	clock   lease.Clock
 	fsm     *fsm.FSM
@@ -53,16 +55,16 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	log := cfg.Logger.With().Str("node_id", cfg.NodeID).Logger()
 	n := &Node{
 		cfg:          cfg,
-		log:          log.With().Str("component", "coordinator").Logger(),
+		nodeLog:      cfg.Logger.With().Str("node_id", cfg.NodeID).Logger(),
 		clock:        cfg.Clock,
-		fsm:          fsm.New(log.With().Str("component", "fsm").Logger()),
 		stop:         make(chan struct{}),
 		registerKick: make(chan struct{}, 1),
 		retired:      newRetiredSet(),
 	}
+	n.log = n.partLog("coordinator")
+	n.fsm = fsm.New(n.partLog("fsm"))
 	n.conns = newConnRegistry(n.connsChanged, n.retired.has)
 	n.metrics = newNodeMetrics(n)
 	return n, nil

@@ -88,7 +88,7 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: log cache: %w", err))
 	}
-	rlog := hclogFor(n.log.With().Str("component", "raft").Logger(), "raft")
+	rlog := hclogFor(n.partLog("raft"), "raft")
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, rlog)
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: snapshot store: %w", err))

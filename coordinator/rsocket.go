@@ -74,8 +74,7 @@ func (n *Node) accept(_ context.Context, setup payload.SetupPayload, sock rsocke
 	if remote, ok := rsocket.GetAddr(sock); ok {
 		c.closeConn = func() bool { return n.rsListener.closeRemote(remote) }
 	}
-	c.log = n.log.With().Str("component", "worker_conn").Uint64("conn_id", c.id).Str("worker_id", s.WorkerID).
-		Str("incarnation", s.Incarnation).Str("ring", s.Ring().String()).Logger()
+	c.log = c.connLog(n.partLog("worker_conn"))
 	sock.OnClose(func(error) { n.connClosed(c) })
 	if old := n.conns.add(c); old != nil {
 		old.log.Info().Uint64("new_conn_id", c.id).Msg("connection replaced by a newer one of the same worker")

@@ -57,7 +57,7 @@ type terminal struct{ err error } // err nil: complete
 func newLeaseStream(n *Node, t *leaderTerm, c *workerConn) *leaseStream {
 	return &leaseStream{
 		n: n, term: t, conn: c, member: c.member, ring: c.setup.Ring(),
-		log:  c.log.With().Str("component", "lease_stream").Logger(),
+		log:  c.connLog(n.partLog("lease_stream")),
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 }

@@ -68,7 +68,7 @@ func (t *leaderTerm) markProposed(c fsm.Command, now time.Time) {
 func newLeaderTerm(n *Node) *leaderTerm {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &leaderTerm{
-		n: n, log: n.log.With().Str("component", "leader").Logger(),
+		n: n, log: n.partLog("leader"),
 		ctx: ctx, cancel: cancel, sends: newSendLog(),
 		kick: make(chan struct{}, 1), verifyNow: make(chan struct{}, 1),
 		streams: map[*leaseStream]struct{}{}, seen: map[memberID]bool{}, recent: map[string]time.Time{},

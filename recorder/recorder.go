@@ -39,7 +39,8 @@ type Config struct {
 	Clock lease.Clock
 	// CacheSize bounds the number of directory rows remembered as written. Default 100,000.
 	CacheSize int
-	// Logger is the parent logger; the recorder logs as component=recorder. Default: none.
+	// Logger is the parent logger; the recorder adds component=recorder and instance_id, so a
+	// logger given here carries neither. Default: none.
 	Logger *zerolog.Logger
 }
 

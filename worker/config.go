@@ -100,7 +100,8 @@ type Config struct {
 	// Clock tells the time: the wall clock (UTC) for windows and the same reading for the guard.
 	// Default lease.SystemClock. Tests inject a manual clock shared with the guard.
 	Clock lease.Clock
-	// Logger receives the worker's logs. The zero value logs nothing.
+	// Logger receives the worker's logs. The zero value logs nothing. The scanner adds component
+	// and worker_id to every line, so a logger given here carries neither.
 	Logger zerolog.Logger
 }
 

@@ -75,11 +75,13 @@ func defaultWorkerID() string {
 }
 
 func runWorker(ctx context.Context, o workerOptions) error {
-	log, err := o.lf.logger(stderr)
+	parent, err := o.lf.logger(stderr)
 	if err != nil {
 		return err
 	}
-	log = log.With().Str("worker_id", o.workerID).Logger()
+	// The lease client and the scanner add their component and the worker id themselves: they get
+	// the parent logger, and only the lines of this command are given the worker id here.
+	log := parent.With().Str("worker_id", o.workerID).Logger()
 	routeRSocketLogs(log)
 	ring := o.ring.key()
 
@@ -103,7 +105,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	var scanner *worker.Scanner // built after the client, whose guard it checks; Drain needs it
 	client, err := leaseclient.New(leaseclient.Config{
 		WorkerID: o.workerID, Ring: ring, Coordinators: splitList(o.coordinators),
-		Logger: log.With().Str("component", "leaseclient").Logger(),
+		Logger: parent,
 		Drain: func(ctx context.Context, old, next lease.Lease) error {
 			return scanner.Drain(ctx, old, next)
 		},
@@ -114,7 +116,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	cfg := o.cfg
 	cfg.Region, cfg.Cluster, cfg.Service, cfg.WorkerID = ring.Region, ring.Cluster, ring.Service, o.workerID
 	cfg.WindowMinutes = o.ring.windowMinutes
-	cfg.Logger = log.With().Str("component", "scanner").Logger()
+	cfg.Logger = parent
 	if scanner, err = worker.New(cfg, store, client.Guard(), exec); err != nil {
 		return err
 	}

@@ -102,8 +102,10 @@ func main() {
 // that failed for a passing reason, and retries recorded charges (its own and other
 // instances') whose tokens the coordinator leases to it.
 func run(ctx context.Context, o options) error {
-	log := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly}).With().Timestamp().
-		Str("instance_id", o.instanceID).Logger()
+	// The recorder, the lease client and the scanner add their component and this instance's id
+	// themselves: they get the parent logger, the service's own lines get the id here.
+	parent := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly}).With().Timestamp().Logger()
+	log := parent.With().Str("instance_id", o.instanceID).Logger()
 	ring := lease.RingKey{Region: o.region, Cluster: o.cluster, Service: o.service}
 
 	session, err := cassandra.Connect(ctx, cassandra.Config{Hosts: split(o.cassandra), Timeout: 5 * time.Second})
@@ -124,7 +126,7 @@ func run(ctx context.Context, o options) error {
 	gateway := newGateway(time.Now().Add(o.outage))
 
 	// The regular-node side: the recorder writes a failure into W+1 (docs/schema.md).
-	rec, err := recorder.New(store, recorder.Config{InstanceID: o.instanceID, Logger: &log})
+	rec, err := recorder.New(store, recorder.Config{InstanceID: o.instanceID, Logger: &parent})
 	if err != nil {
 		return err
 	}
@@ -134,7 +136,7 @@ func run(ctx context.Context, o options) error {
 	var scanner *worker.Scanner // built after the client, whose guard it checks; Drain needs it
 	client, err := leaseclient.New(leaseclient.Config{
 		WorkerID: o.instanceID, Ring: ring, Coordinators: split(o.coordinators),
-		Logger: log.With().Str("component", "leaseclient").Logger(),
+		Logger: parent,
 		Drain: func(ctx context.Context, old, next lease.Lease) error {
 			return scanner.Drain(ctx, old, next)
 		},
@@ -145,7 +147,7 @@ func run(ctx context.Context, o options) error {
 	scanner, err = worker.New(worker.Config{
 		Region: ring.Region, Cluster: ring.Cluster, Service: ring.Service, WorkerID: o.instanceID,
 		WindowMinutes: o.windowMinutes, Concurrency: o.concurrency,
-		Logger: log.With().Str("component", "worker").Logger(),
+		Logger: parent,
 	}, store, client.Guard(), chargeExecutor{gateway})
 	if err != nil {
 		return err

@@ -82,7 +82,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Backoff bounds the reconnect delay. Default [DefaultBackoffMin, DefaultBackoffMax].
 	Backoff Backoff
-	// Logger receives the client's logs. The zero value logs nothing.
+	// Logger receives the client's logs. The zero value logs nothing. The client adds component,
+	// worker_id, incarnation and ring to every line, so a logger given here carries none of them.
 	Logger zerolog.Logger
 	// Drain, if set, is called after the Guard switched to a lease new that dropped tokens (or
 	// Node-0) held under old, and before ring.release; and on Leave with a new lease that has no
