@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -31,15 +32,14 @@ type simProc struct {
 }
 
 type sim struct {
-	timing  lease.Timing
-	now     time.Time
-	state   *fsm.State
-	tt      termTimes
-	sends   *sendLog
-	seen    map[memberID]bool
-	procs   []*simProc
-	nextInc int
-	log     []string
+	timing lease.Timing
+	now    time.Time
+	state  *fsm.State
+	tt     termTimes
+	sends  *sendLog
+	seen   map[memberID]bool
+	procs  []*simProc
+	log    []string
 }
 
 func newSim() *sim {
@@ -64,18 +64,36 @@ func (s *sim) logf(format string, args ...any) {
 	s.log = append(s.log, fmt.Sprintf("%v ", s.now.Sub(t0))+fmt.Sprintf(format, args...))
 }
 
+// start starts a process of worker id: a new incarnation, numbered from 1 for each id, that connects
+// and demands its first element. A connected older process of the id is cut off; it may still use
+// its lease.
+func (s *sim) start(id string) *simProc {
+	n := 1
+	for _, p := range s.procs {
+		if p.id == id {
+			n++
+			p.connected = false
+		}
+	}
+	p := &simProc{id: id, inc: strconv.Itoa(n), connected: true, demanding: true, demandAt: s.now}
+	s.procs = append(s.procs, p)
+	s.logf("start %s/%s", id, p.inc)
+	return p
+}
+
 // reconcile runs the leader's pass until nothing changes, pushing new assignments at once.
 func (s *sim) reconcile() {
 	for range 10 {
-		if !s.decideAndApply(s.state) {
+		if committed, _ := s.decideAndApply(s.state); len(committed) == 0 {
 			return
 		}
 		s.deliver(false)
 	}
 }
 
-// decideAndApply runs one leader pass on st; it reports whether anything was committed.
-func (s *sim) decideAndApply(st *fsm.State) bool {
+// decideAndApply runs one leader pass on st: it returns what it committed, and when a decision that
+// is not due yet becomes due (zero: none is pending).
+func (s *sim) decideAndApply(st *fsm.State) (committed []fsm.Command, wake time.Time) {
 	conns := map[memberID]connState{}
 	for _, p := range s.procs {
 		if p.connected {
@@ -92,6 +110,7 @@ func (s *sim) decideAndApply(st *fsm.State) bool {
 	var cmds []fsm.Command
 	s.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
 		d := decideRing(s.now, s.tt, fsm.RingID(testRing), r, conns, s.seen, lastUpTo)
+		wake = d.wake
 		for i := range d.joins {
 			cmds = append(cmds, &d.joins[i])
 		}
@@ -102,20 +121,19 @@ func (s *sim) decideAndApply(st *fsm.State) bool {
 			cmds = append(cmds, &d.expires[i])
 		}
 	})
-	committed := false
-	for _, c := range cmds {
+	commit := func(c fsm.Command) {
 		if err := st.Apply(c); err == nil {
-			committed = true
+			committed = append(committed, c)
 			s.logf("commit %s %+v", c.Type(), c)
 		}
 	}
-	if a := fsm.Plan(st.Ring(testRing)); a != nil {
-		if err := st.Apply(a); err == nil {
-			committed = true
-			s.logf("commit %s %+v", a.Type(), a)
-		}
+	for _, c := range cmds {
+		commit(c)
 	}
-	return committed
+	if a := fsm.Plan(st.Ring(testRing)); a != nil {
+		commit(a)
+	}
+	return committed, wake
 }
 
 // deliver answers outstanding demand. A worker asks for the next element at some later event
@@ -177,15 +195,7 @@ func (s *sim) step(t *rapid.T) {
 		s.reconcile()
 		s.deliver(true)
 	case 3: // a worker process starts (maybe a new incarnation of a known id)
-		id := fmt.Sprintf("w%d", rapid.IntRange(0, 3).Draw(t, "id"))
-		for _, p := range s.procs {
-			if p.id == id && p.connected {
-				p.connected = false // the old process is replaced (it may still use its lease)
-			}
-		}
-		s.nextInc++
-		s.procs = append(s.procs, &simProc{id: id, inc: fmt.Sprintf("i%d", s.nextInc), connected: true, demanding: true, demandAt: s.now})
-		s.logf("start %s/i%d", id, s.nextInc)
+		s.start(fmt.Sprintf("w%d", rapid.IntRange(0, 3).Draw(t, "id")))
 	case 4: // a worker crashes or is cut off
 		if len(live) > 0 {
 			p := rapid.SampledFrom(live).Draw(t, "crash")
@@ -268,18 +278,23 @@ func (s *sim) step(t *rapid.T) {
 	}
 }
 
-// check verifies exclusivity and one Node-0 over every stretch of use of every worker.
-func (s *sim) check(t *rapid.T) {
+// usableUntil is the last instant at which a worker may use l: its demand plus TTL, on a clock that
+// runs slow by the drift bound.
+func (s *sim) usableUntil(l lease.Lease) time.Time {
+	return l.ValidFrom.Add(l.TTL + time.Duration(float64(s.timing.TTL)*s.timing.Drift))
+}
+
+// exclusive checks exclusivity and one Node-0 over every stretch of use of every worker.
+func (s *sim) exclusive() error {
 	type use struct {
 		who      string
 		from, to time.Time
 		l        lease.Lease
 	}
 	var uses []use
-	slow := time.Duration(float64(s.timing.TTL) * s.timing.Drift)
 	for _, p := range s.procs {
 		for i, l := range p.got {
-			end := l.ValidFrom.Add(l.TTL + slow)
+			end := s.usableUntil(l)
 			if i+1 < len(p.got) && p.recvAt[i+1].Before(end) {
 				end = p.recvAt[i+1]
 			}
@@ -295,12 +310,13 @@ func (s *sim) check(t *rapid.T) {
 				continue
 			}
 			if a.l.Ranges.Overlaps(b.l.Ranges) || (a.l.IsNode0() && b.l.IsNode0()) {
-				t.Fatalf("%s epoch %d %v node %d [%v,%v] and %s epoch %d %v node %d [%v,%v] overlap\n%s",
+				return fmt.Errorf("%s epoch %d %v node %d [%v,%v] and %s epoch %d %v node %d [%v,%v] overlap",
 					a.who, a.l.Epoch, a.l.Ranges, a.l.NodeIndex, a.from.Sub(t0), a.to.Sub(t0),
-					b.who, b.l.Epoch, b.l.Ranges, b.l.NodeIndex, b.from.Sub(t0), b.to.Sub(t0), joinLines(s.log))
+					b.who, b.l.Epoch, b.l.Ranges, b.l.NodeIndex, b.from.Sub(t0), b.to.Sub(t0))
 			}
 		}
 	}
+	return nil
 }
 
 func joinLines(lines []string) string {
@@ -349,7 +365,9 @@ func TestSimulatedLeaderKeepsLeasesExclusive(t *testing.T) {
 				settledAt = s.now
 			}
 		}
-		s.check(t)
+		if err := s.exclusive(); err != nil {
+			t.Fatalf("%v\n%s", err, joinLines(s.log))
+		}
 		if r := s.state.Ring(testRing); r != nil && !r.Settled() {
 			t.Fatalf("ring not settled after the quiet period: %+v\n%s", r, joinLines(s.log))
 		}
