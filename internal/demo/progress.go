@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/retryring/retryring/internal/downstream"
+	"github.com/retryring/retryring/worker"
 )
 
 // Bounds of the loop and of its frames.
@@ -235,6 +238,18 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 		s.DrainTime = p.drainedAt.Sub(p.drainStart)
 		if !lastFault.IsZero() && p.drainedAt.After(lastFault) {
 			s.AfterLastFault = p.drainedAt.Sub(lastFault)
+		}
+	}
+	execs := r.cluster.Downstream.Executions()
+	s.MostCalls, s.MostCallsKey = downstream.CallsPerStep(execs)
+	s.RepeatedAttempts = len(downstream.RepeatedAttempts(execs))
+	s.EarlyCalls = len(downstream.EarlyCalls(execs, r.cfg.WindowMinutes, worker.DefaultMaxRetryDelay))
+	if p.burstDone {
+		outageEnd := p.drainStart.Add(r.cfg.Duration503)
+		for _, e := range execs {
+			if !e.Start.Before(p.drainStart) && e.Start.Before(outageEnd) {
+				s.OutageCalls++
+			}
 		}
 	}
 	s.Leftover, s.LeftoverErr = r.insp.leftover(fctx)

@@ -37,6 +37,12 @@ type Summary struct {
 	// Retried counts transactions answered transiently at least once (each was recorded again
 	// into a later window); TransientAnswers counts those answers.
 	Retried, TransientAnswers int
+	// Backoff, as the downstream saw it (invariant 9): OutageCalls are the calls that arrived
+	// while it answered 503; MostCalls the most calls one step received (MostCallsKey which);
+	// RepeatedAttempts calls repeating an attempt already answered transiently, EarlyCalls calls
+	// sooner than their backoff allows (both must be 0).
+	OutageCalls, MostCalls, RepeatedAttempts, EarlyCalls int
+	MostCallsKey                                         string
 
 	// Drained reports whether every recorded transaction reached an end; DrainTime is from
 	// the first window opening until then, AfterLastFault from the last fault until then.
@@ -91,6 +97,10 @@ func (s Summary) Lines() []string {
 	add("  retried        %9s   transactions answered 503 at least once (%s answers in all): each went to a later window",
 		num(s.Retried), num(s.TransientAnswers))
 	add("  executions     %9s   %s", num(s.Executions), statuses(s.ByStatus))
+	add("  outage calls   %9s   calls while the downstream answered 503 (each failure once, then not before its backoff)", num(s.OutageCalls))
+	add("  calls per step %9s   at most (%s): one per attempt", num(s.MostCalls), orNone(s.MostCallsKey))
+	add("  early calls    %9s   calls sooner than the backoff allows, and %s repeating an attempt already answered 503 (both must be 0)",
+		num(s.EarlyCalls), num(s.RepeatedAttempts))
 	switch {
 	case s.Drained:
 		after := ""
@@ -170,4 +180,11 @@ func statuses(by map[int]int) string {
 		parts = append(parts, fmt.Sprintf("%s %s", name, num(by[k])))
 	}
 	return strings.Join(parts, ", ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/retryring/retryring/bench/internal/benchkit"
+	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/deadletter"
+	"github.com/retryring/retryring/recorder"
+	"github.com/retryring/retryring/window"
+	"github.com/retryring/retryring/worker"
+)
+
+func main() {
+	var f benchkit.Flags
+	f.Register(flag.CommandLine)
+	dead := flag.Int("dead", 10000, "dead letters to replay")
+	rate := flag.Float64("rate", 500, "replay rate per second (--rate of deadletters replay)")
+	workers := flag.Int("workers", 3, "workers draining the replayed copies")
+	baseline := flag.Bool("baseline-rate", false, "also run an unpaced replay (rate 0) first, same run")
+	flag.Parse()
+	ctx := context.Background()
+	s, err := f.Connect(ctx)
+	if err != nil {
+		fail(err)
+	}
+	defer s.Close()
+	benchkit.Describe(ctx, s).Print(os.Stdout, benchkit.Command())
+	rates := []float64{*rate}
+	if *baseline {
+		rates = []float64{0, *rate}
+	}
+	for _, r := range rates {
+		res, err := run(ctx, &f, s, *dead, r, *workers)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println(res)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "replay bench:", err)
+	os.Exit(1)
+}
+
+type result struct {
+	rate                  float64
+	dead, replayed        int
+	replayTime, drainTime time.Duration
+	calls                 int
+	notOnce               int
+}
+
+func (r result) String() string {
+	label := fmt.Sprintf("--rate %v", r.rate)
+	if r.rate == 0 {
+		label = "--rate 0 (unpaced)"
+	}
+	return fmt.Sprintf("%-20s %d dead letters: replayed %d in %v (%.0f/s); every replayed step executed %v after the replay ended; %d calls; steps executed other than exactly once: %d",
+		label, r.dead, r.replayed, r.replayTime.Round(time.Millisecond), float64(r.replayed)/r.replayTime.Seconds(),
+		r.drainTime.Round(time.Second), r.calls, r.notOnce)
+}
+
+// counter is the downstream: Done for every call, counted by idempotency key.
+type counter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *counter) Execute(_ context.Context, t worker.Task) worker.Outcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[fmt.Sprintf("%s:%s:r%d", t.TransactionID, t.ImplType, t.Replay)]++
+	return worker.Outcome{Kind: worker.Done, Status: 200}
+}
+
+func (c *counter) snapshot() (keys, calls int, notOnce int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.calls {
+		calls += n
+		if n != 1 {
+			notOnce++
+		}
+	}
+	return len(c.calls), calls, notOnce
+}
+
+func run(ctx context.Context, f *benchkit.Flags, s *gocql.Session, n int, rate float64, workers int) (result, error) {
+	res := result{rate: rate, dead: n}
+	ks, err := benchkit.NewKeyspace(ctx, s, "replay")
+	if err != nil {
+		return res, err
+	}
+	defer f.DropKeyspace(s, ks)
+	st, err := cassandra.NewStore(s, cassandra.StoreConfig{Keyspace: ks, Ring: benchkit.Ring, WindowMinutes: 1})
+	if err != nil {
+		return res, err
+	}
+	if err := writeDeadLetters(ctx, st, n); err != nil {
+		return res, err
+	}
+	rec, err := recorder.New(st, recorder.Config{InstanceID: "retryring-deadletters"})
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	rr, err := deadletter.Replay(ctx, st, rec, deadletter.Filter{Until: start}, deadletter.ReplayOptions{ID: "bench", Rate: rate})
+	res.replayTime, res.replayed = time.Since(start), rr.Replayed
+	if err != nil {
+		return res, err
+	}
+	ex := &counter{calls: map[string]int{}}
+	scanners, err := benchkit.NewScanners(st, benchkit.StaticGuards(workers, time.Hour), ex, 100)
+	if err != nil {
+		return res, err
+	}
+	drainStart := time.Now()
+	for deadline := drainStart.Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		benchkit.DrainAll(ctx, scanners, 50)
+		if keys, _, _ := ex.snapshot(); keys >= rr.Replayed {
+			break
+		}
+	}
+	res.drainTime = time.Since(drainStart)
+	_, res.calls, res.notOnce = ex.snapshot()
+	if keys, _, _ := ex.snapshot(); keys < rr.Replayed {
+		res.notOnce += rr.Replayed - keys // never executed
+	}
+	return res, nil
+}
+
+// writeDeadLetters stores n dead letters of n steps as a worker leaves them: the dead letter,
+// the floor at the next replay generation, the DEAD_LETTERED state.
+func writeDeadLetters(ctx context.Context, st *cassandra.Store, n int) error {
+	now := time.Now().Add(-time.Minute)
+	w, err := window.Of(now.Add(-time.Hour), 1)
+	if err != nil {
+		return err
+	}
+	jobs := make(chan int)
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				id := fmt.Sprintf("tx-%06d", i)
+				d := cassandra.DeadLetter{
+					Bucket:      cassandra.BucketKey{Window: w, InstanceID: fmt.Sprintf("pod-%d", i%20)},
+					Transaction: cassandra.Transaction{ID: id, ImplType: "Payment", AllocationKey: "k", Attempt: 10, AddedAt: w.Start()},
+					LastStatus:  503, LastError: "503 Service Unavailable", DeadAt: now, WorkerID: "w0",
+				}
+				err := st.InsertDeadLetter(ctx, d)
+				if err == nil {
+					err = st.SetFloor(ctx, id, "Payment", cassandra.Copy{Replay: 1}, 0)
+				}
+				if err == nil {
+					err = st.MarkDeadLettered(ctx, id, "Payment", "w0", now, 0)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		for i := 0; i < n; i++ {
+			select {
+			case jobs <- i:
+			case err := <-errs:
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
