@@ -3,6 +3,7 @@ package deadletter
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
@@ -31,15 +32,23 @@ type ReplayOptions struct {
 	ID string
 	// Rate bounds the dead letters replayed per second; 0: as fast as Cassandra takes them.
 	Rate float64
+	// Concurrency is the number of dead letters replayed at once (each is four statements in a
+	// row). Default DefaultConcurrency.
+	Concurrency int
 	// DryRun lists what would be replayed and writes nothing (not even the run's start).
 	DryRun bool
 	// MarkerRetention is the floor's TTL (cassandra.DefaultMarkerRetention when zero).
 	MarkerRetention time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// Each, when set, is told of every dead letter the run takes up and what became of it.
+	// Each, when set, is told of every dead letter the run takes up and what became of it, one
+	// call at a time.
 	Each func(d cassandra.DeadLetter, outcome Outcome, key cassandra.BucketKey)
 }
+
+// DefaultConcurrency is the replays in flight at once: enough for a few hundred per second
+// at a few milliseconds per statement.
+const DefaultConcurrency = 16
 
 // Outcome is what a replay did with one dead letter.
 type Outcome string
@@ -101,23 +110,53 @@ func Replay(ctx context.Context, st Store, rec Recorder, f Filter, o ReplayOptio
 	res.Matched = len(list)
 	pace := newPacer(o.Rate)
 	defer pace.stop()
+	conc := o.Concurrency
+	if conc <= 0 {
+		conc = DefaultConcurrency
+	}
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, conc)
+	)
 	for _, d := range list {
-		outcome, key, err := replayOne(ctx, st, rec, d, o, now, pace)
-		if err != nil {
-			return res, fmt.Errorf("deadletter: replay %q stopped at %s/%s (%d replayed; run it again to complete it): %w",
-				o.ID, d.Transaction.ID, d.Transaction.ImplType, res.Replayed, err)
+		slots <- struct{}{} // then look: a replay that just failed has given its slot back
+		mu.Lock()
+		stopped := first != nil
+		mu.Unlock()
+		if stopped {
+			break
 		}
-		switch outcome {
-		case Replayed, WouldReplay:
-			res.Replayed++
-		case AlreadyReplayed:
-			res.AlreadyReplayed++
-		case AlreadyDone:
-			res.AlreadyDone++
-		}
-		if o.Each != nil {
-			o.Each(d, outcome, key)
-		}
+		wg.Add(1)
+		go func(d cassandra.DeadLetter) {
+			defer wg.Done()
+			defer func() { <-slots }()
+			outcome, key, err := replayOne(ctx, st, rec, d, o, now, pace)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = fmt.Errorf("at %s/%s: %w", d.Transaction.ID, d.Transaction.ImplType, err)
+				}
+				return
+			}
+			switch outcome {
+			case Replayed, WouldReplay:
+				res.Replayed++
+			case AlreadyReplayed:
+				res.AlreadyReplayed++
+			case AlreadyDone:
+				res.AlreadyDone++
+			}
+			if o.Each != nil {
+				o.Each(d, outcome, key)
+			}
+		}(d)
+	}
+	wg.Wait()
+	if first != nil {
+		return res, fmt.Errorf("deadletter: replay %q stopped (%d replayed; run it again to complete it) %w", o.ID, res.Replayed, first)
 	}
 	return res, nil
 }

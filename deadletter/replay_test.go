@@ -210,7 +210,8 @@ func TestReplayStoppedByAnErrorCompletesWhenRunAgain(t *testing.T) {
 	e.drainFor(3)
 	e.setRefused()
 	rec := e.recorder("deadletters-replay")
-	res, err := deadletter.Replay(context.Background(), failingStore{e.store, "b"}, rec, e.filter(), deadletter.ReplayOptions{ID: "r", Now: e.clock.Now})
+	// One at a time, so that the run stops right at b (with more in flight, those finish first).
+	res, err := deadletter.Replay(context.Background(), failingStore{e.store, "b"}, rec, e.filter(), deadletter.ReplayOptions{ID: "r", Now: e.clock.Now, Concurrency: 1})
 	if err == nil || !strings.Contains(err.Error(), "run it again") || res.Replayed != 1 {
 		t.Fatalf("replay with Cassandra failing at b: %+v, %v; want an error after 1 replayed", res, err)
 	}

@@ -240,6 +240,7 @@ replayed and writes nothing.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.ID, "id", "", "name of this replay (required): running the same id again replays nothing new")
 	fs.Float64Var(&o.Rate, "rate", 100, "dead letters replayed per second at most (0: no limit)")
+	fs.IntVar(&o.Concurrency, "concurrency", deadletter.DefaultConcurrency, "dead letters replayed at once")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be replayed; write nothing")
 	annotateEnv(cmd)
 	return cmd
