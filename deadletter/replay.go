@@ -46,9 +46,9 @@ type ReplayOptions struct {
 	Each func(d cassandra.DeadLetter, outcome Outcome, key cassandra.BucketKey)
 }
 
-// DefaultConcurrency is the replays in flight at once: enough for a few hundred per second
+// DefaultConcurrency is the replays in flight at once: enough for 500 per second
 // at a few milliseconds per statement.
-const DefaultConcurrency = 16
+const DefaultConcurrency = 32
 
 // Outcome is what a replay did with one dead letter.
 type Outcome string
