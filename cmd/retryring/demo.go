@@ -23,6 +23,7 @@ type demoOptions struct {
 	permanentFraction float64
 	backdate          time.Duration
 	noFaults          bool
+	noReplay          bool
 	timeout           time.Duration
 	display           string
 	logDir            string
@@ -67,6 +68,7 @@ executed twice, time to drain. It exits non-zero if anything was lost. Ctrl-C st
 	fs.Float64Var(&o.permanentFraction, "permanent-fraction", demo.DefaultPermanentFraction, "fraction of transactions the downstream refuses with a permanent 4xx (dead-lettered)")
 	fs.DurationVar(&o.backdate, "backdate", 0, "record into a past window (readable at once) instead of W+1; 0: W+1")
 	fs.BoolVar(&o.noFaults, "no-faults", false, "do not kill a worker and the coordinator leader")
+	fs.BoolVar(&o.noReplay, "no-replay", false, "do not replay the dead letters once the rest drained")
 	fs.DurationVar(&o.timeout, "timeout", demo.DefaultTimeout, "bound on the drain; what is not finished by then counts as lost")
 	fs.StringVar(&o.display, "display", "auto", "progress display: auto (redraw on a terminal, plain lines otherwise), tty, plain")
 	fs.StringVar(&o.logDir, "log-dir", "", "directory for the processes' logs and Raft data (default: a temporary one, removed unless --keep or failure)")
@@ -81,7 +83,7 @@ func (o demoOptions) config() (demo.Config, error) {
 		Cassandra: o.cassandra, Keyspace: o.keyspace, Keep: o.keep,
 		Count: o.count, Instances: o.instances, Workers: o.workers, WorkerConcurrency: o.workerConcurrency,
 		Duration503: o.duration503, PermanentFraction: o.permanentFraction, Backdate: o.backdate,
-		NoFaults: o.noFaults, Timeout: o.timeout, LogDir: o.logDir,
+		NoFaults: o.noFaults, NoReplay: o.noReplay, Timeout: o.timeout, LogDir: o.logDir,
 	}
 	if o.duration503 == 0 {
 		cfg.Duration503 = -1

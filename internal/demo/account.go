@@ -39,6 +39,7 @@ type deadLetter struct {
 	Window     window.Window
 	LastStatus int
 	Attempts   int
+	Replayed   bool // an operator replayed it (deadletters replay)
 }
 
 // ledgerInput is everything the accounting reads, gathered at one moment.
@@ -63,8 +64,10 @@ type Ledger struct {
 	// Recorded is the number of transactions of the burst; Done and DeadLettered those of them
 	// answered done at least once or dead-lettered; Lost those neither (yet).
 	Recorded, Done, DeadLettered, Lost int
-	// DoneAndDead counts transactions both done and dead-lettered: a contradiction, reported.
-	DoneAndDead int
+	// DoneAndDead counts transactions both done and dead-lettered, their dead letter not
+	// replayed: a contradiction, reported. Replayed counts dead letters replayed, ReplayedDone
+	// those of them done since (counted in Done, not in DeadLettered).
+	DoneAndDead, Replayed, ReplayedDone int
 	// ExecutedTwice counts transactions answered done more than once.
 	ExecutedTwice int
 	// FailedTransiently counts transactions answered transiently at least once (each was
@@ -219,9 +222,15 @@ func account(in ledgerInput) Ledger {
 
 	for id := range own {
 		l.Recorded++
-		_, dead := in.Dead[id]
+		d, dead := in.Dead[id]
 		done := doneCount[id] > 0
+		if dead && d.Replayed {
+			l.Replayed++
+		}
 		switch {
+		case done && dead && d.Replayed:
+			l.ReplayedDone++
+			l.Done++
 		case done && dead:
 			l.DoneAndDead++
 			l.Done++

@@ -88,6 +88,8 @@ type Config struct {
 	Keyspace string
 	// Keep keeps the keyspace and the processes' log directory.
 	Keep bool
+	// NoReplay skips the last act: the dead letters are not replayed once the rest drained.
+	NoReplay bool
 	// CassandraScript is scripts/cassandra.sh, run with "start" when Cassandra does not answer
 	// on a loopback address. Default: looked up from the working directory and the binary's.
 	CassandraScript string

@@ -149,7 +149,8 @@ func (in *inspector) scanOnce(ctx context.Context, started time.Time) error {
 		}
 		in.mu.Lock()
 		for _, dl := range dls {
-			in.dead[dl.Transaction.ID] = deadLetter{Window: dl.Bucket.Window, LastStatus: dl.LastStatus, Attempts: dl.Transaction.Attempt}
+			in.dead[dl.Transaction.ID] = deadLetter{Window: dl.Bucket.Window, LastStatus: dl.LastStatus, Attempts: dl.Transaction.Attempt,
+				Replayed: dl.ReplayedBy != ""}
 		}
 		in.mu.Unlock()
 	}

@@ -37,6 +37,8 @@ type progress struct {
 	plainTable time.Time
 	// cleanupFrom is when the wait for the workers' deletions began.
 	cleanupFrom time.Time
+	// replay is the replay of the dead letters once the rest drained.
+	replay replay
 }
 
 // drive records the burst, shows progress, runs the faults, and returns the summary once
@@ -85,7 +87,14 @@ func (r *runner) drive(ctx context.Context) (Summary, error) {
 				now.Sub(p.drainStart).Round(time.Second))
 		}
 		finished := false
-		if !p.drainedAt.IsZero() && p.faultsOver {
+		replayOver := true
+		if !p.drainedAt.IsZero() && p.faultsOver && ledger.DeadLettered > 0 && !cfg.NoReplay {
+			if p.replay.started.IsZero() {
+				p.replay.start(ctx, r)
+			}
+			replayOver = p.replay.over(now, r.cluster.Downstream.Executions())
+		}
+		if !p.drainedAt.IsZero() && p.faultsOver && replayOver {
 			if p.cleanupFrom.IsZero() {
 				p.cleanupFrom = now
 			}
@@ -197,6 +206,8 @@ func (r *runner) phase(now time.Time, l Ledger) string {
 			p.drainStart.UTC().Format("15:04:05"), clock(p.drainStart.Sub(now)))
 	case !p.drainedAt.IsZero() && !p.faultsOver:
 		return "drained; the scheduled faults are still under way"
+	case !p.replay.started.IsZero() && p.cleanupFrom.IsZero():
+		return "drained; the dead letters are replayed and wait for their window"
 	case !p.drainedAt.IsZero():
 		return "drained; waiting for the workers to delete their finished buckets"
 	}
@@ -252,6 +263,8 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 			}
 		}
 	}
+	s.Replayed, s.ReplayTook = p.replay.outcome()
+	s.ReplayedDone = l.ReplayedDone
 	s.Leftover, s.LeftoverErr = r.insp.leftover(fctx)
 	s.Events = r.screen.Events()
 	// The last frame shows no rate, and no fault under way: the run is over.

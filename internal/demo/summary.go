@@ -43,6 +43,10 @@ type Summary struct {
 	// sooner than their backoff allows (both must be 0).
 	OutageCalls, MostCalls, RepeatedAttempts, EarlyCalls int
 	MostCallsKey                                         string
+	// Replayed counts the dead letters replayed once the rest drained, ReplayedDone those of
+	// them done since; ReplayTook how long from the replay until all were done.
+	Replayed, ReplayedDone int
+	ReplayTook             time.Duration
 
 	// Drained reports whether every recorded transaction reached an end; DrainTime is from
 	// the first window opening until then, AfterLastFault from the last fault until then.
@@ -82,12 +86,20 @@ func (s Summary) Lines() []string {
 	add("summary")
 	add("  recorded       %9s   across %d instances in %v (%s)", num(s.Recorded), s.Instances, s.RecordTime.Round(time.Millisecond), path)
 	add("  done           %9s   answered 2xx/409 by the downstream", num(s.Done))
-	add("  dead-lettered  %9s   in es_dead_letters (permanent 4xx answers, or out of attempts)", num(s.DeadLettered))
+	add("  dead-lettered  %9s   in es_dead_letters (permanent 4xx answers, or out of attempts) and not replayed and done since", num(s.DeadLettered))
 	if s.Interrupted {
 		add("  unfinished     %9s   recorded − done − dead-lettered when the run was interrupted (still in the directory%s)",
 			num(s.Lost), map[bool]string{true: ", kept with --keep", false: ", dropped with the keyspace"}[s.Kept])
 	} else {
 		add("  lost           %9s   recorded − done − dead-lettered%s", num(s.Lost), lostNote(s))
+	}
+	if s.Replayed > 0 {
+		took := "not all within " + replayWait.String()
+		if s.ReplayTook > 0 {
+			took = "all done " + s.ReplayTook.Round(time.Second).String() + " after the replay"
+		}
+		add("  replayed       %9s   dead letters replayed once the downstream was fixed (deadletters replay --id %s): %s done, %s",
+			num(s.Replayed), replayID, num(s.ReplayedDone), took)
 	}
 	add("  executed twice %9s   %s", num(s.ExecutedTwice), twiceNote(s))
 	add("  interleaved    %9s   instances executed by two workers at overlapping times or on a stale lease (must be 0)", num(s.Interleavings))

@@ -194,6 +194,7 @@ type Server struct {
 	served    chan struct{}
 
 	unavailable atomic.Bool
+	accepting   atomic.Bool  // the permanent refusals are over: the fixed downstream accepts them
 	latency     atomic.Int64 // ns; overrides cfg.Latency after SetLatency
 	jitter      atomic.Int64
 
@@ -246,6 +247,10 @@ func (s *Server) Close() error {
 	<-s.served
 	return err
 }
+
+// SetAcceptPermanent makes the stub accept, from now on, the transactions it refused for good
+// (a fixed downstream, before their dead letters are replayed).
+func (s *Server) SetAcceptPermanent(on bool) { s.accepting.Store(on) }
 
 // SetUnavailable turns the 503 switch on or off (on: every request is answered 503, whatever
 // UnavailableFor says).
@@ -342,7 +347,7 @@ func (s *Server) decide(req Request, now time.Time) int {
 	switch {
 	case s.unavailable.Load() || now.Before(s.started.Add(s.cfg.UnavailableFor)):
 		return http.StatusServiceUnavailable
-	case s.IsPermanent(req.TransactionID):
+	case s.IsPermanent(req.TransactionID) && !s.accepting.Load():
 		return s.cfg.PermanentStatus
 	default:
 		return http.StatusOK
