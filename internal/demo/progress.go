@@ -87,13 +87,12 @@ func (r *runner) drive(ctx context.Context) (Summary, error) {
 				now.Sub(p.drainStart).Round(time.Second))
 		}
 		finished := false
-		replayOver := true
-		if !p.drainedAt.IsZero() && p.faultsOver && ledger.DeadLettered > 0 && !cfg.NoReplay {
-			if p.replay.started.IsZero() {
-				p.replay.start(ctx, r)
-			}
-			replayOver = p.replay.over(now, r.cluster.Downstream.Executions())
+		if !p.drainedAt.IsZero() && p.faultsOver && ledger.DeadLettered > 0 && !cfg.NoReplay && p.replay.started.IsZero() {
+			p.replay.start(ctx, r)
 		}
+		// Once started, the replay is waited for even after its steps left the dead-lettered
+		// count (done since, they count as done).
+		replayOver := p.replay.started.IsZero() || p.replay.over(now, r.cluster.Downstream.Executions())
 		if !p.drainedAt.IsZero() && p.faultsOver && replayOver {
 			if p.cleanupFrom.IsZero() {
 				p.cleanupFrom = now
@@ -253,7 +252,13 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 	}
 	execs := r.cluster.Downstream.Executions()
 	s.MostCalls, s.MostCallsKey = downstream.CallsPerStep(execs)
-	s.RepeatedAttempts = len(downstream.RepeatedAttempts(execs))
+	repeated := downstream.RepeatedAttempts(execs)
+	s.RepeatedAttempts = len(repeated)
+	for _, rp := range repeated {
+		if s.Killed != "" && rp.Prev.WorkerID == s.Killed {
+			s.RepeatedAfterKill++
+		}
+	}
 	s.EarlyCalls = len(downstream.EarlyCalls(execs, r.cfg.WindowMinutes, worker.DefaultMaxRetryDelay))
 	if p.burstDone {
 		outageEnd := p.drainStart.Add(r.cfg.Duration503)
