@@ -63,16 +63,19 @@ func RepeatedAttempts(execs []Execution) []Retry {
 	return out
 }
 
-// EarlyCalls returns the calls made sooner after their step's previous transient answer than the
-// backoff allows: attempt a+1 must come at least half of min(L × 2^a, maxDelay) after attempt a
-// was answered (the jitter draws from [d/2, d); a Retry-After only ever pushes later). Sorted by
-// arrival.
+// EarlyCalls returns the calls made before the window their backoff chose could open: after a
+// transient answer to attempt a, the worker records the step into the window that holds
+// answer + d × (1/2 + u/2), d = min(L × 2^a, maxDelay) (or a later one: a Retry-After only pushes
+// later), and that window opens at its start at the earliest. So attempt a+1 must not arrive
+// before the start of the window holding answer + d/2. Sorted by arrival.
 func EarlyCalls(execs []Execution, windowMinutes int, maxDelay time.Duration) []Retry {
 	var out []Retry
+	length := time.Duration(windowMinutes) * time.Minute
 	for key, es := range bySteps(execs) {
 		last := map[int]Execution{} // attempt -> its latest transient answer
 		for _, e := range es {
-			if prev, ok := last[e.Attempt-1]; ok && e.Start.Before(prev.End.Add(minBackoff(windowMinutes, prev.Attempt, maxDelay))) {
+			if prev, ok := last[e.Attempt-1]; ok && length > 0 &&
+				e.Start.Before(prev.End.Add(minBackoff(windowMinutes, prev.Attempt, maxDelay)).Truncate(length)) {
 				out = append(out, Retry{Key: key, Prev: prev, Exec: e})
 			}
 			if !e.Running() && transientStatus(e.Status) && !e.Aborted() {
