@@ -55,6 +55,19 @@ func (w *testWorker) reportRaw(data []byte) error {
 	return nil
 }
 
+// connectedOnly is a worker connected to addr that subscribes to nothing: no member of any ring.
+func connectedOnly(t *testing.T, id, addr string) *testWorker {
+	t.Helper()
+	w := newTestWorker(t, id, addr)
+	client, err := w.dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	w.client = client
+	return w
+}
+
 // memberOf returns worker's member view in the leader's view of testRing.
 func memberOf(t *testing.T, n *Node, worker string) MemberView {
 	t.Helper()
@@ -167,13 +180,7 @@ func TestReportsReachTheViewAndMetrics(t *testing.T) {
 
 	// A follower keeps nothing: not_leader with the leader's address, and no report in its view.
 	follower := c.followers(leader)[0]
-	probe := newTestWorker(t, "rep-probe", follower.RSocketAddr())
-	client, err := probe.dial(follower.RSocketAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	probe.client = client
+	probe := connectedOnly(t, "rep-probe", follower.RSocketAddr())
 	var we *lease.WireError
 	if err := probe.report(lease.Report{}); !errors.As(err, &we) || we.Code != lease.CodeNotLeader || we.LeaderRSocketAddr != leader.RSocketAddr() {
 		t.Errorf("report to a follower: %v; want not_leader naming %s", err, leader.RSocketAddr())
@@ -271,13 +278,7 @@ func TestBadReportsAreRefused(t *testing.T) {
 	}
 
 	// A connection that never subscribed is no member: acked, not kept.
-	stranger := newTestWorker(t, "stranger", leader.RSocketAddr())
-	sc, err := stranger.dial(leader.RSocketAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
-	stranger.client = sc
+	stranger := connectedOnly(t, "stranger", leader.RSocketAddr())
 	if err := stranger.report(lease.Report{PendingRows: 1}); err != nil {
 		t.Fatalf("a non-member's report: %v; want an ack", err)
 	}
