@@ -24,18 +24,19 @@ import (
 
 func chromiumBinary(t *testing.T) string {
 	t.Helper()
+	names := []string{"chromium", "chromium-browser", "google-chrome"}
 	if p := os.Getenv("RETRYRING_CHROMIUM"); p != "" {
-		return p
+		names = []string{p}
 	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
 	if os.Getenv("RETRYRING_REQUIRE_BROWSER") != "" {
-		t.Fatal("no chromium on PATH, and RETRYRING_REQUIRE_BROWSER is set (make test installs Debian's chromium)")
+		t.Fatalf("no %v on PATH, and RETRYRING_REQUIRE_BROWSER is set (make test installs Debian's chromium)", names)
 	}
-	t.Skip("no chromium on PATH (make test installs Debian's chromium)")
+	t.Skipf("no %v on PATH (make test installs Debian's chromium)", names)
 	return ""
 }
 

@@ -213,13 +213,14 @@ func (n *Node) requestResponse(c *workerConn, p payload.Payload) mono.Mono {
 		do = func() (any, error) { return n.View(), nil }
 	case lease.RouteReport:
 		var body lease.Report
-		if err := req.decode(&body); err != nil {
-			return mono.Error(wireFailure(err))
+		err := req.decode(&body)
+		if err == nil {
+			err = checkWorker(c, body.WorkerID, true)
 		}
-		if err := checkWorker(c, body.WorkerID, true); err != nil {
-			return mono.Error(wireFailure(err))
+		if err == nil {
+			err = body.Validate()
 		}
-		if err := body.Validate(); err != nil {
+		if err != nil {
 			return mono.Error(wireFailure(err))
 		}
 		do = func() (any, error) { return n.report(c, body) }
