@@ -105,11 +105,14 @@ const (
 )
 
 // sparkline is a ring's backlog age over the last backlogSpan: one polyline per run of known
-// samples (unknown ones leave a gap), a dot for a run of one, the right edge is now.
+// samples (unknown ones leave a gap), a dot for a run of one. The right edge is now and the left
+// one the oldest sample: a leader elected a minute ago draws its minute across the whole width,
+// not as a sliver at the right.
 type sparkline struct {
 	Lines []string // "x,y x,y ..." for a polyline's points
 	Dots  []sparkDot
 	Top   string // the age at the top of the scale
+	Span  string // the time from the left edge to now
 	Known int    // known samples drawn
 }
 
@@ -118,12 +121,22 @@ type sparkDot struct{ X, Y float64 }
 func buildSparkline(samples []backlogSample, now time.Time) sparkline {
 	var sp sparkline
 	top := int64(time.Second / time.Millisecond) // a drained ring draws a flat line at the bottom
+	span := time.Duration(0)
 	for _, s := range samples {
-		if s.known && now.Sub(s.at) <= backlogSpan && s.ageMs > top {
+		ago := now.Sub(s.at)
+		if ago > backlogSpan {
+			continue
+		}
+		span = max(span, ago)
+		if s.known && s.ageMs > top {
 			top = s.ageMs
 		}
 	}
 	sp.Top = humanAge(time.Duration(top) * time.Millisecond)
+	sp.Span = humanAge(span)
+	if span == 0 {
+		span = backlogSpan // one sample, or none: at the right edge
+	}
 	var run []sparkDot
 	flush := func() {
 		switch len(run) {
@@ -145,7 +158,7 @@ func buildSparkline(samples []backlogSample, now time.Time) sparkline {
 			flush()
 			continue
 		}
-		x := sparkWidth * (1 - max(ago, 0).Seconds()/backlogSpan.Seconds())
+		x := sparkWidth * (1 - max(ago, 0).Seconds()/span.Seconds())
 		y := sparkHeight - sparkPad - (sparkHeight-2*sparkPad)*float64(s.ageMs)/float64(top)
 		run = append(run, sparkDot{X: x, Y: y})
 		sp.Known++

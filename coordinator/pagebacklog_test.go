@@ -10,9 +10,9 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// TestSparklineDrawsTheLastTenMinutes: samples sit by age on the x axis (now at the right edge)
-// and by backlog age on the y axis (the largest at the top); unknown samples break the line and
-// a lone sample is a dot.
+// TestSparklineDrawsTheLastTenMinutes: samples sit by age on the x axis (now at the right edge,
+// the oldest sample of the last ten minutes at the left) and by backlog age on the y axis (the
+// largest at the top); unknown samples break the line and a lone sample is a dot.
 func TestSparklineDrawsTheLastTenMinutes(t *testing.T) {
 	now := t0
 	at := func(ago time.Duration, ageMs int64, known bool) backlogSample {
@@ -32,8 +32,16 @@ func TestSparklineDrawsTheLastTenMinutes(t *testing.T) {
 	if len(sp.Dots) != 1 || sp.Dots[0].X != 210 || sp.Dots[0].Y < 31.3 || sp.Dots[0].Y > 31.4 {
 		t.Errorf("dots %+v; want one at x 210, y 37 - 34/6", sp.Dots)
 	}
-	if sp.Top != "1 min 0 s" || sp.Known != 3 {
-		t.Errorf("top %q, %d known; want 1 min 0 s, 3", sp.Top, sp.Known)
+	if sp.Top != "1 min 0 s" || sp.Span != "10 min 0 s" || sp.Known != 3 {
+		t.Errorf("top %q, span %q, %d known; want 1 min 0 s, 10 min 0 s, 3", sp.Top, sp.Span, sp.Known)
+	}
+	// A leader elected 20 s ago spreads its 20 s over the whole width.
+	young := buildSparkline([]backlogSample{at(20*time.Second, 2000, true), at(10*time.Second, 1000, true), at(0, 0, true)}, now)
+	if want := []string{"0.0,3.0 120.0,20.0 240.0,37.0"}; !reflect.DeepEqual(young.Lines, want) || young.Span != "20 s" {
+		t.Errorf("young history: lines %q span %q; want %q over 20 s", young.Lines, young.Span, want)
+	}
+	if one := buildSparkline([]backlogSample{at(0, 5000, true)}, now); len(one.Dots) != 1 || one.Dots[0].X != sparkWidth {
+		t.Errorf("one sample: %+v; want a dot at the right edge", one)
 	}
 	if flat := buildSparkline([]backlogSample{at(time.Minute, 0, true), at(0, 0, true)}, now); flat.Top != "1 s" {
 		t.Errorf("a drained ring's scale: %q; want a second", flat.Top)
