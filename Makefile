@@ -11,7 +11,7 @@ export CASSANDRA_TOMBSTONE_WARN ?= 100
 TEST_TIMEOUT ?= 20m
 
 .PHONY: all build test test-unit test-go lint vet fmt demo chaos bench bench-ring clean \
-        cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps
+        cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium
 
 all: build
 
@@ -32,10 +32,11 @@ lint: $(BIN)/golangci-lint
 	$(GO) vet ./...
 	$(BIN)/golangci-lint run ./...
 
-# Everything: a real Cassandra (started if not running), the JS conformance client, all Go tests with -race.
-test: build cassandra-start conformance-deps
+# Everything: a real Cassandra (started if not running), the JS conformance client, Debian's chromium for
+# the ring page's browser test (required here, skipped by a plain `go test` without it), all Go tests with -race.
+test: build cassandra-start conformance-deps chromium
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
+	RETRYRING_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
 	# The end-to-end suite restarts the shared Cassandra in one scenario, so it runs alone, after the rest.
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./e2e/...
 	# This regression test provokes a race inside reactor-go on purpose, so it runs without -race.
@@ -65,6 +66,9 @@ cassandra-kill:
 
 cassandra-logs:
 	scripts/cassandra.sh logs
+
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 
 conformance-deps:
 	@if [ -f conformance/js/package.json ]; then cd conformance/js && npm ci --no-audit --no-fund --loglevel=error; fi

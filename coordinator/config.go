@@ -64,6 +64,10 @@ type Config struct {
 	Logger zerolog.Logger
 	// Clock tells the time for every lease decision. Default lease.SystemClock.
 	Clock lease.Clock
+	// ReportPeriod is how often workers send ring.report (their own setting, lease.ReportPeriod
+	// unless changed). The leader reads a report older than three periods as unknown and samples
+	// every ring's backlog age once a period. Default lease.ReportPeriod.
+	ReportPeriod time.Duration
 
 	// RaftListener, RSocketListener and HTTPListener, when set, are used instead of listening on
 	// the addresses (a test harness pre-binds 127.0.0.1:0 to avoid port races). The node closes
@@ -141,6 +145,9 @@ func (c Config) WithDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = lease.SystemClock{}
 	}
+	if c.ReportPeriod == 0 {
+		c.ReportPeriod = lease.ReportPeriod
+	}
 	return c
 }
 
@@ -171,6 +178,7 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"silence timeout": c.SilenceTimeout, "write timeout": c.WriteTimeout,
 		"reconnect grace": c.ReconnectGrace, "apply timeout": c.ApplyTimeout,
+		"report period": c.ReportPeriod,
 	} {
 		if d < 0 {
 			return fmt.Errorf("%w: negative %s %v", ErrBadConfig, name, d)

@@ -13,7 +13,8 @@ func TestConfigDefaults(t *testing.T) {
 	c := Config{}.WithDefaults()
 	if c.NodeID != DefaultNodeID || c.RaftAddr != DefaultRaftAddr || c.RSocketAddr != DefaultRSocketAddr ||
 		c.HTTPAddr != DefaultHTTPAddr || c.DataDir != "data/c1" || c.SilenceTimeout != DefaultSilenceTimeout ||
-		c.LeaderLeaseTimeout != DefaultLeaderLeaseTimeout || c.Timing.TTL != lease.DefaultTTL || c.Clock == nil {
+		c.LeaderLeaseTimeout != DefaultLeaderLeaseTimeout || c.Timing.TTL != lease.DefaultTTL || c.Clock == nil ||
+		c.ReportPeriod != lease.ReportPeriod {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if err := (Config{}).Validate(); err != nil {
@@ -35,6 +36,7 @@ func TestConfigValidate(t *testing.T) {
 		"renewal too slow":       {Config{Timing: lease.Timing{TTL: time.Second, Renewal: time.Second}}, "renewal"},
 		"lease lease beyond TTL": {Config{Timing: lease.Timing{TTL: 200 * time.Millisecond, Renewal: 50 * time.Millisecond}}, "below the lease TTL"},
 		"negative silence":       {Config{SilenceTimeout: -time.Second}, "negative"},
+		"negative report period": {Config{ReportPeriod: -time.Second}, "negative report period"},
 		"node id with a slash":   {Config{NodeID: "a/b"}, "node id"},
 	} {
 		err := tc.cfg.Validate()

@@ -12,6 +12,8 @@
 //	ring.release / ring.leave       -> commit fsm.Release / fsm.Leave, then plan again
 //	connection closed or silent     -> commit fsm.Down
 //	hold no longer possibly in use  -> commit fsm.Expire, then plan again
+//	ring.report                     -> keep it in memory (reports.go), never in Raft
+//	every report period             -> sample each ring's backlog age, drop reports of members gone
 //
 // What it must never do: send a lease element carrying an assignment that is not committed; send
 // anything while it cannot show that a quorum heard from it within the Raft leader lease timeout;
@@ -28,7 +30,9 @@
 //	n.Close() // hands leadership over first
 //
 // The admin HTTP listener serves GET / (the ring page, page.go), GET /v1/ring (the same view as
-// JSON), /healthz, /readyz and /metrics (metrics.go); all of them read the view, none decides.
+// JSON), /healthz, /readyz and /metrics (metrics.go); all of them read the view, none decides. The
+// leader's view adds what workers reported (backlog.go): it is for people and alerts, and no
+// decision of the coordinator reads it.
 //
 // Time that decides anything comes from Config.Clock; the pure decisions (which holds may expire,
 // which members are down) live in decide.go and are tested on a manual clock.

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"math"
 	"net/http"
 	"sync/atomic"
 
@@ -57,6 +58,9 @@ func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries} {
 		ch <- d
 	}
+	for _, d := range backlogDescs {
+		ch <- d
+	}
 }
 
 func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -98,7 +102,45 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descGeneration, float64(r.Generation), r.Region, r.Cluster, r.Service)
 		gauge(descAssigned, assigned, r.Region, r.Cluster, r.Service)
+		if r.Backlog != nil {
+			collectBacklog(gauge, r)
+		}
 	}
+}
+
+// Backlog metrics come from the leader's reports (BacklogView); a follower has none and exports
+// none. Labels are the ring's and, for rates, the outcome (knownOutcomes and "other"): nothing
+// per worker.
+var (
+	descBacklogAge = prometheus.NewDesc("retryring_coordinator_backlog_age_seconds",
+		"Now minus the start of the oldest window a ring's fresh reports name (0: nothing pending); NaN while they do not cover the ring (see reports_unknown).", ringLabels, nil)
+	descPendingRows = prometheus.NewDesc("retryring_coordinator_pending_rows",
+		"Rows the fresh reports of a ring's workers left unfinished in readable windows.", ringLabels, nil)
+	descExecRate = prometheus.NewDesc("retryring_coordinator_executions_per_second",
+		"Executions per second of a ring's workers by outcome (done, transient, permanent, not_sent, other), from their last two reports.", append(ringLabels, "outcome"), nil)
+	descOpenBreakers = prometheus.NewDesc("retryring_coordinator_open_breakers",
+		"Circuit breakers of a ring's workers that are open or half open.", ringLabels, nil)
+	descDeadLetterRate = prometheus.NewDesc("retryring_coordinator_dead_letters_per_hour",
+		"Steps a ring's workers dead-lettered per hour, from their last two reports.", ringLabels, nil)
+	descReportsUnknown = prometheus.NewDesc("retryring_coordinator_reports_unknown",
+		"Members of a ring (not departed) whose report is older than three report periods, or missing.", ringLabels, nil)
+	backlogDescs = []*prometheus.Desc{descBacklogAge, descPendingRows, descExecRate, descOpenBreakers, descDeadLetterRate, descReportsUnknown}
+)
+
+func collectBacklog(gauge func(*prometheus.Desc, float64, ...string), r RingStateView) {
+	b := r.Backlog
+	age := math.NaN()
+	if b.AgeMs != nil {
+		age = float64(*b.AgeMs) / 1000
+	}
+	gauge(descBacklogAge, age, r.Region, r.Cluster, r.Service)
+	gauge(descPendingRows, float64(b.PendingRows), r.Region, r.Cluster, r.Service)
+	for outcome, v := range b.ExecutionsPerS {
+		gauge(descExecRate, v, r.Region, r.Cluster, r.Service, outcome)
+	}
+	gauge(descOpenBreakers, float64(len(b.OpenBreakers)), r.Region, r.Cluster, r.Service)
+	gauge(descDeadLetterRate, b.DeadLettersPerHour, r.Region, r.Cluster, r.Service)
+	gauge(descReportsUnknown, float64(len(b.ReportsUnknown)), r.Region, r.Cluster, r.Service)
 }
 
 func b2f(b bool) float64 {

@@ -32,6 +32,9 @@ type pageModel struct {
 	Now     string
 	Refresh int // seconds; 0: no automatic refresh
 	Rings   []ringPage
+	// LeaderHTTP is the leader's admin address when this node is not the leader (reports and
+	// backlog live there); empty otherwise.
+	LeaderHTTP string
 }
 
 type ringPage struct {
@@ -40,6 +43,16 @@ type ringPage struct {
 	Members    []memberPage
 	Bars       []pageBar
 	Covered    float64 // percent of the token ring assigned to an active member
+	// Backlog is nil on a follower; the texts below are set only with it.
+	Backlog      *BacklogView
+	Age          string // backlog age for people, or "unknown"
+	Executions   []outcomeRate
+	DeadLetters  string
+	Breakers     []string
+	Spark        sparkline
+	Controls     *pageControls
+	LeaseUnfit   []string
+	UnknownCount int
 }
 
 type memberPage struct {
@@ -49,6 +62,20 @@ type memberPage struct {
 	LeaseLeft string
 	Node0     bool
 	ShortInc  string
+	// ReportText says how old the member's report is; ReportUnknown marks it (only the leader
+	// has reports: both are empty on a follower).
+	ReportText    string
+	ReportUnknown bool
+	Pending       string
+	DonePerS      string
+	// NoControls: the worker did not announce the controls feature, so it cannot obey an impl
+	// pause or a rate limit (the view says "controls": false).
+	NoControls bool
+}
+
+type outcomeRate struct {
+	Outcome string
+	Rate    string
 }
 
 type pageBar struct {
@@ -68,7 +95,11 @@ func (n *Node) servePage(w http.ResponseWriter, r *http.Request) {
 		}
 		refresh = v
 	}
-	m := buildPage(n.View(), time.Now(), refresh)
+	var history map[string][]backlogSample
+	if t := n.currentTerm(); t != nil {
+		history = t.backlog.series()
+	}
+	m := buildPage(n.View(), history, n.clock.Now(), refresh)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	if err := pageTemplate.Execute(w, m); err != nil {
@@ -77,13 +108,31 @@ func (n *Node) servePage(w http.ResponseWriter, r *http.Request) {
 }
 
 // buildPage lays a view out for the page: each member's share and colour, each range as a segment
-// of the ring's bar (tokens from -2^63 on the left to 2^63-1 on the right).
-func buildPage(v RingView, now time.Time, refresh int) pageModel {
+// of the ring's bar (tokens from -2^63 on the left to 2^63-1 on the right), each ring's backlog
+// and its sparkline from history (the leader's samples by ring name).
+func buildPage(v RingView, history map[string][]backlogSample, now time.Time, refresh int) pageModel {
 	m := pageModel{View: v, Now: now.UTC().Format("2006-01-02 15:04:05 MST"), Refresh: refresh}
-	for _, r := range v.Rings {
+	if v.LeaderID != v.CoordinatorID {
+		for _, c := range v.Coordinators {
+			if c.ID == v.LeaderID {
+				m.LeaderHTTP = c.HTTPAddr
+			}
+		}
+	}
+	controls := viewControls(v)
+	for ri, r := range v.Rings {
 		rp := ringPage{Name: r.Region + "/" + r.Cluster + "/" + r.Service, Generation: r.Generation}
+		rc := controls[ri]
+		rp.Controls = rc.Controls
+		if r.Backlog != nil {
+			layBacklog(&rp, r.Backlog, history[r.key().String()], now)
+		}
 		for i, mv := range r.Members {
 			mp := memberPage{MemberView: mv, Color: memberColor(i), Node0: mv.NodeIndex == 0 && mv.State == MemberActive, ShortInc: mv.Incarnation}
+			if i < len(rc.Members) {
+				mp.NoControls = string(rc.Members[i].Controls) == "false"
+			}
+			layReport(&mp, mv.Report)
 			if len(mp.ShortInc) > 8 {
 				mp.ShortInc = mp.ShortInc[:8]
 			}

@@ -26,7 +26,7 @@ func TestBuildPageLaysTheRingOut(t *testing.T) {
 				Ranges: lease.EncodeRanges(lease.Ranges{halves[1]})},
 		},
 	}}}
-	m := buildPage(v, now, 2)
+	m := buildPage(v, nil, now, 2)
 	if len(m.Rings) != 1 {
 		t.Fatalf("rings %+v", m.Rings)
 	}

@@ -211,6 +211,19 @@ func (n *Node) requestResponse(c *workerConn, p payload.Payload) mono.Mono {
 		do = func() (any, error) { return n.leave(c) }
 	case lease.RouteView:
 		do = func() (any, error) { return n.View(), nil }
+	case lease.RouteReport:
+		var body lease.Report
+		err := req.decode(&body)
+		if err == nil {
+			err = checkWorker(c, body.WorkerID, true)
+		}
+		if err == nil {
+			err = body.Validate()
+		}
+		if err != nil {
+			return mono.Error(wireFailure(err))
+		}
+		do = func() (any, error) { return n.report(c, body) }
 	case lease.RouteLeases:
 		return mono.Error(wireFailure(fmt.Errorf("%w: %s is a request-stream", lease.ErrBadRequest, req.route)))
 	default:
@@ -284,7 +297,7 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 	}
 	switch req.route {
 	case lease.RouteLeases:
-	case lease.RouteRelease, lease.RouteLeave, lease.RouteView:
+	case lease.RouteRelease, lease.RouteLeave, lease.RouteView, lease.RouteReport:
 		return flux.Error(wireFailure(fmt.Errorf("%w: %s is a request-response", lease.ErrBadRequest, req.route)))
 	default:
 		return flux.Error(wireFailure(fmt.Errorf("%w: %q", lease.ErrUnknownRoute, req.route)))

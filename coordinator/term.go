@@ -22,6 +22,9 @@ type leaderTerm struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	sends  *sendLog
+	// reports and backlog are what workers reported to this term (ring.report), for people.
+	reports *reportStore
+	backlog *backlogHistory
 
 	kick      chan struct{} // wakes the reconcile loop
 	verifyNow chan struct{} // asks the verify loop for an extra VerifyLeader
@@ -70,6 +73,7 @@ func newLeaderTerm(n *Node) *leaderTerm {
 	return &leaderTerm{
 		n: n, log: n.partLog("leader"),
 		ctx: ctx, cancel: cancel, sends: newSendLog(),
+		reports: newReportStore(n.cfg.ReportPeriod), backlog: newBacklogHistory(n.cfg.ReportPeriod),
 		kick: make(chan struct{}, 1), verifyNow: make(chan struct{}, 1),
 		streams: map[*leaseStream]struct{}{}, seen: map[memberID]bool{}, recent: map[string]time.Time{},
 	}
@@ -82,9 +86,10 @@ func (t *leaderTerm) start() {
 		if !t.barrier() {
 			return
 		}
-		t.wg.Add(2)
+		t.wg.Add(3)
 		go func() { defer t.wg.Done(); t.verifyLoop() }()
 		go func() { defer t.wg.Done(); t.reconcileLoop() }()
+		go func() { defer t.wg.Done(); t.sampleLoop() }()
 		t.n.kickRegister()
 	}()
 }

@@ -48,6 +48,8 @@ type RingStateView struct {
 	Service    string       `json:"service"`
 	Generation uint64       `json:"generation"`
 	Members    []MemberView `json:"members"`
+	// Backlog is what the members' reports say of the ring's backlog; only the leader has it.
+	Backlog *BacklogView `json:"backlog,omitempty"`
 }
 
 // MemberView is one member (worker incarnation) of a ring, in join order.
@@ -66,6 +68,8 @@ type MemberView struct {
 	// State is "active" (assigned), "joining" (active, nothing assigned yet) or "departed" (down,
 	// superseded or cut off; it stays until what it holds is released or expired).
 	State string `json:"state"`
+	// Report is the member's last ring.report as the leader keeps it; only the leader has it.
+	Report *MemberReport `json:"report,omitempty"`
 }
 
 // Member states of MemberView.
@@ -148,6 +152,7 @@ func (n *Node) View() RingView {
 				v.Rings[e.ring].Members[e.member].LeaseExpiresMs = at.Add(ttl).UnixMilli()
 			}
 		}
+		term.reports.annotate(&v, n.clock.Now())
 	}
 	sort.Slice(v.Coordinators, func(i, j int) bool { return v.Coordinators[i].ID < v.Coordinators[j].ID })
 	sort.Slice(v.Rings, func(i, j int) bool {

@@ -189,15 +189,34 @@ type BreakerReport struct {
 	OpenUntilMs int64 `json:"open_until_ms,omitempty"`
 }
 
-// Validate refuses a report that is larger than a worker has reason to send.
+// Breaker states a report may carry (a closed breaker is not listed).
+const (
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half_open"
+)
+
+// Validate refuses a report that is larger than a worker has reason to send, or that says
+// something no worker can mean (a negative backlog, a breaker state that does not exist): the
+// leader keeps the last report of every member and shows it to people as it is.
 func (r Report) Validate() error {
 	if len(r.Breakers) > MaxReportBreakers || len(r.Executions) > 8 {
 		return fmt.Errorf("%w: report lists %d breakers and %d outcomes (at most %d and 8)", ErrBadRequest, len(r.Breakers), len(r.Executions), MaxReportBreakers)
+	}
+	for outcome := range r.Executions {
+		if outcome == "" || len(outcome) > 64 {
+			return fmt.Errorf("%w: execution outcome names are 1 to 64 bytes", ErrBadRequest)
+		}
 	}
 	for _, b := range r.Breakers {
 		if len(b.Impl) > MaxRingNameBytes {
 			return fmt.Errorf("%w: breaker impl longer than %d bytes", ErrBadRequest, MaxRingNameBytes)
 		}
+		if b.State != BreakerOpen && b.State != BreakerHalfOpen {
+			return fmt.Errorf("%w: breaker state %.32q, want %q or %q", ErrBadRequest, b.State, BreakerOpen, BreakerHalfOpen)
+		}
+	}
+	if r.OldestWindowStartMs < 0 || r.PendingRows < 0 || r.DirectoryOldestWindowStartMs < 0 {
+		return fmt.Errorf("%w: negative oldest_window_start_ms, pending_rows or directory_oldest_window_start_ms", ErrBadRequest)
 	}
 	if len(r.LeaseFit) > 512 {
 		return fmt.Errorf("%w: lease_fit longer than 512 bytes", ErrBadRequest)

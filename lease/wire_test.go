@@ -325,3 +325,56 @@ func TestSetupValidate(t *testing.T) {
 		t.Fatalf("SETUP JSON decodes as %+v, %v", decoded, err)
 	}
 }
+
+func TestReportValidate(t *testing.T) {
+	good := lease.Report{
+		WorkerID:   "w1",
+		Executions: map[string]uint64{"done": 7, "transient": 1, "permanent": 0, "not_sent": 0},
+		Breakers: []lease.BreakerReport{
+			{Impl: "Payment", State: lease.BreakerOpen, OpenUntilMs: 1_700_000_000_000},
+			{Impl: "", State: lease.BreakerHalfOpen},
+		},
+		OldestWindowStartMs: 1_700_000_000_000, PendingRows: 12, DirectoryOldestWindowStartMs: 1_699_999_000_000,
+	}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("good report refused: %v", err)
+	}
+	full := good
+	full.Breakers = make([]lease.BreakerReport, lease.MaxReportBreakers)
+	for i := range full.Breakers {
+		full.Breakers[i] = lease.BreakerReport{Impl: strings.Repeat("i", lease.MaxRingNameBytes), State: lease.BreakerOpen}
+	}
+	if err := full.Validate(); err != nil {
+		t.Fatalf("a report at every limit refused: %v", err)
+	}
+	bad := map[string]func(*lease.Report){
+		"too many breakers": func(r *lease.Report) {
+			r.Breakers = make([]lease.BreakerReport, lease.MaxReportBreakers+1)
+			for i := range r.Breakers {
+				r.Breakers[i].State = lease.BreakerOpen
+			}
+		},
+		"too many outcomes": func(r *lease.Report) {
+			r.Executions = map[string]uint64{}
+			for i := range 9 {
+				r.Executions[fmt.Sprint("o", i)] = 1
+			}
+		},
+		"long outcome":       func(r *lease.Report) { r.Executions = map[string]uint64{strings.Repeat("o", 65): 1} },
+		"empty outcome":      func(r *lease.Report) { r.Executions = map[string]uint64{"": 1} },
+		"long impl":          func(r *lease.Report) { r.Breakers[0].Impl = strings.Repeat("i", lease.MaxRingNameBytes+1) },
+		"closed breaker":     func(r *lease.Report) { r.Breakers[0].State = "closed" },
+		"long lease_fit":     func(r *lease.Report) { r.LeaseFit = strings.Repeat("x", 513) },
+		"negative pending":   func(r *lease.Report) { r.PendingRows = -1 },
+		"negative oldest":    func(r *lease.Report) { r.OldestWindowStartMs = -1 },
+		"negative directory": func(r *lease.Report) { r.DirectoryOldestWindowStartMs = -1 },
+	}
+	for name, spoil := range bad {
+		r := good
+		r.Breakers = slices.Clone(good.Breakers)
+		spoil(&r)
+		if err := r.Validate(); !errors.Is(err, lease.ErrBadRequest) {
+			t.Errorf("%s: got %v, want ErrBadRequest", name, err)
+		}
+	}
+}

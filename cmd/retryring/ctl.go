@@ -16,20 +16,25 @@ import (
 
 func newCtlCommand() *cobra.Command {
 	ctl := &cobra.Command{Use: "ctl", Short: "Operator commands against a coordinator's admin HTTP"}
-	var addr string
-	var asJSON bool
+	var addr, output string
 	ring := &cobra.Command{
 		Use:   "ring",
-		Short: "Print the rings as a table: coordinators, members, node indexes, ranges and leases",
+		Short: "Print the rings as a table: coordinators, members, node indexes, ranges, leases, reports and backlog",
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return bindEnv(cmd, os.LookupEnv)
+			if err := bindEnv(cmd, os.LookupEnv); err != nil {
+				return err
+			}
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o %q: want table or json", output)
+			}
+			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			body, err := fetchRing(cmd.Context(), addr)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if output == "json" {
 				_, err := cmd.OutOrStdout().Write(body)
 				return err
 			}
@@ -37,11 +42,11 @@ func newCtlCommand() *cobra.Command {
 			if err := json.Unmarshal(body, &view); err != nil {
 				return fmt.Errorf("coordinator at %s answered something that is not a ring view: %w", addr, err)
 			}
-			return printRing(cmd.OutOrStdout(), view)
+			return printRing(cmd.OutOrStdout(), view, time.Now())
 		},
 	}
 	ring.Flags().StringVar(&addr, "coordinator", "http://127.0.0.1:7480", "admin HTTP address of any coordinator")
-	ring.Flags().BoolVar(&asJSON, "json", false, "print the raw JSON view")
+	ring.Flags().StringVarP(&output, "output", "o", "table", "table, or json: the view as GET /v1/ring answers it")
 	annotateEnv(ring)
 	ctl.AddCommand(ring)
 	return ctl
@@ -97,11 +102,47 @@ type ringViewJSON struct {
 			Ranges         []struct{ Start, End string } `json:"ranges"`
 			LeaseExpiresMs int64                         `json:"lease_expires_ms"`
 			State          string                        `json:"state"`
+			Report         *memberReportJSON             `json:"report"`
 		} `json:"members"`
+		Backlog *backlogJSON `json:"backlog"`
 	} `json:"rings"`
 }
 
-func printRing(w io.Writer, v ringViewJSON) error {
+// memberReportJSON is a member's "report" (docs/protocol.md section 7.3); only the leader's view has it.
+type memberReportJSON struct {
+	State          string             `json:"state"`
+	AgeMs          *int64             `json:"age_ms"`
+	ExecutionsPerS map[string]float64 `json:"executions_per_s"`
+	PendingRows    int64              `json:"pending_rows"`
+	Breakers       []breakerJSON      `json:"breakers"`
+	LeaseFit       string             `json:"lease_fit"`
+}
+
+// backlogJSON is a ring's "backlog"; only the leader's view has it.
+type backlogJSON struct {
+	State              string             `json:"state"`
+	AgeMs              *int64             `json:"age_ms"`
+	PendingRows        int64              `json:"pending_rows"`
+	ExecutionsPerS     map[string]float64 `json:"executions_per_s"`
+	DeadLettersPerHour float64            `json:"dead_letters_per_hour"`
+	OpenBreakers       []struct {
+		WorkerID string `json:"worker_id"`
+		breakerJSON
+	} `json:"open_breakers"`
+	ReportsUnknown []string `json:"reports_unknown"`
+	LeaseUnfit     []string `json:"lease_unfit"`
+}
+
+type breakerJSON struct {
+	Impl        string `json:"impl"`
+	State       string `json:"state"`
+	OpenUntilMs int64  `json:"open_until_ms"`
+}
+
+// outcomeOrder is the order of the outcomes the coordinator names (docs/protocol.md section 7.3).
+var outcomeOrder = []string{"done", "transient", "permanent", "not_sent", "other"}
+
+func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "coordinator %s, leader %s, raft term %d\n\n", v.CoordinatorID, v.LeaderID, v.RaftTerm)
 	fmt.Fprintln(tw, "COORDINATOR\tSTATE\tVOTER\tRAFT\tRSOCKET\tHTTP")
@@ -110,7 +151,8 @@ func printRing(w io.Writer, v ringViewJSON) error {
 	}
 	for _, r := range v.Rings {
 		fmt.Fprintf(tw, "\nring %s/%s/%s (generation %d)\n", r.Region, r.Cluster, r.Service, r.Generation)
-		fmt.Fprintln(tw, "NODE\tWORKER\tSTATE\tEPOCH\tLEASE LEFT\tRANGES")
+		printBacklog(tw, r.Backlog)
+		fmt.Fprintln(tw, "NODE\tWORKER\tSTATE\tEPOCH\tLEASE LEFT\tREPORT\tPENDING\tEXEC/S\tBREAKERS\tRANGES")
 		for _, m := range r.Members {
 			ranges := make([]string, len(m.Ranges))
 			for i, rg := range m.Ranges {
@@ -118,14 +160,70 @@ func printRing(w io.Writer, v ringViewJSON) error {
 			}
 			left := "-"
 			if m.LeaseExpiresMs > 0 {
-				left = time.Until(time.UnixMilli(m.LeaseExpiresMs)).Round(time.Millisecond).String()
+				left = time.UnixMilli(m.LeaseExpiresMs).Sub(now).Round(time.Millisecond).String()
 			}
 			node := fmt.Sprint(m.NodeIndex)
 			if m.NodeIndex == 0 {
 				node = "0 (Node-0)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", node, m.WorkerID, m.State, m.Epoch, left, strings.Join(ranges, " "))
+			report, pending, execs, breakers := "-", "-", "-", "-"
+			if rep := m.Report; rep != nil {
+				report = rep.State
+				if rep.AgeMs != nil {
+					report += " " + (time.Duration(*rep.AgeMs) * time.Millisecond).Round(100*time.Millisecond).String()
+					pending, breakers = fmt.Sprint(rep.PendingRows), fmt.Sprint(len(rep.Breakers))
+				}
+				if rep.ExecutionsPerS != nil {
+					total := 0.0
+					for _, x := range rep.ExecutionsPerS {
+						total += x
+					}
+					execs = fmt.Sprintf("%.2f", total)
+				}
+				if rep.LeaseFit != "" {
+					report += " (lease does not fit)"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", node, m.WorkerID, m.State, m.Epoch, left,
+				report, pending, execs, breakers, strings.Join(ranges, " "))
 		}
 	}
 	return tw.Flush()
+}
+
+// printBacklog writes a ring's backlog line, and a line per breaker that is not closed.
+func printBacklog(w io.Writer, b *backlogJSON) {
+	if b == nil {
+		fmt.Fprintln(w, "backlog: not on this coordinator (the leader keeps the reports; ask it)")
+		return
+	}
+	age := "unknown"
+	if b.AgeMs != nil {
+		age = (time.Duration(*b.AgeMs) * time.Millisecond).Round(time.Second).String()
+	}
+	var execs []string
+	for _, o := range outcomeOrder {
+		if x, ok := b.ExecutionsPerS[o]; ok {
+			execs = append(execs, fmt.Sprintf("%s=%.2f", o, x))
+		}
+	}
+	fmt.Fprintf(w, "backlog age %s (%s)  pending %d  exec/s %s  breakers %d  dead letters/h %.1f  reports unknown %d\n",
+		age, b.State, b.PendingRows, strings.Join(execs, " "), len(b.OpenBreakers), b.DeadLettersPerHour, len(b.ReportsUnknown))
+	for _, br := range b.OpenBreakers {
+		impl := br.Impl
+		if impl == "" {
+			impl = "(whole ring)"
+		}
+		line := fmt.Sprintf("breaker %s %s %s", br.WorkerID, impl, br.State)
+		if br.OpenUntilMs > 0 {
+			line += " until " + time.UnixMilli(br.OpenUntilMs).UTC().Format(time.TimeOnly) + " UTC"
+		}
+		fmt.Fprintln(w, line)
+	}
+	if len(b.ReportsUnknown) > 0 {
+		fmt.Fprintf(w, "report unknown: %s\n", strings.Join(b.ReportsUnknown, ", "))
+	}
+	if len(b.LeaseUnfit) > 0 {
+		fmt.Fprintf(w, "lease does not fit: %s\n", strings.Join(b.LeaseUnfit, ", "))
+	}
 }

@@ -1,0 +1,146 @@
+package coordinator
+
+import (
+	"sync"
+	"time"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// Report states of MemberReport and BacklogView.
+const (
+	// ReportFresh: received within three report periods.
+	ReportFresh = "fresh"
+	// ReportUnknown: older than that, or none received by this leader. Never read as "fine".
+	ReportUnknown = "unknown"
+)
+
+// MemberReport is what the leader knows of a member from its ring.report (docs/protocol.md
+// section 7.1): the last report as the worker sent it, its age, and the rates taken from it and an
+// earlier one.
+type MemberReport struct {
+	// State is ReportFresh or ReportUnknown.
+	State string `json:"state"`
+	// AgeMs is how long ago this leader received the last report; null when it received none.
+	AgeMs *int64 `json:"age_ms"`
+	// ExecutionsPerS and DeadLettersPerHour are rates between the last report and an earlier one
+	// at least half a period older; absent until there are two such reports.
+	ExecutionsPerS     map[string]float64 `json:"executions_per_s,omitempty"`
+	DeadLettersPerHour *float64           `json:"dead_letters_per_hour,omitempty"`
+	// Report is the last report, its fields inline; absent when none was received.
+	*lease.Report
+}
+
+// receivedReport is one ring.report with its receipt time on the leader's clock.
+type receivedReport struct {
+	report lease.Report
+	at     time.Time
+}
+
+// memberReports is the last report of a member and the one its rates are taken against.
+type memberReports struct {
+	last    receivedReport
+	base    receivedReport
+	hasBase bool
+}
+
+// reportStore keeps the last report of each member of the leader's rings, in memory only: a
+// report is for people, and a new leader starts with none (every member reads unknown until it
+// reports again, within one period). Members that are gone from the state are pruned, so it
+// holds at most one entry per member.
+type reportStore struct {
+	period time.Duration
+
+	mu       sync.Mutex
+	byMember map[memberID]*memberReports
+}
+
+func newReportStore(period time.Duration) *reportStore {
+	return &reportStore{period: period, byMember: map[memberID]*memberReports{}}
+}
+
+// put keeps r as the member's last report, received at now. The previous last report becomes
+// the base of the rates only when it is at least half a period older: the report a worker sends
+// at once after a new lease may follow a periodic one by milliseconds, and a rate over such a
+// span says nothing.
+func (s *reportStore) put(id memberID, r lease.Report, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := receivedReport{report: r, at: now}
+	e, ok := s.byMember[id]
+	if !ok {
+		s.byMember[id] = &memberReports{last: got}
+		return
+	}
+	if now.Sub(e.last.at) >= s.period/2 {
+		e.base, e.hasBase = e.last, true
+	}
+	e.last = got
+}
+
+// prune forgets every member keep refuses (it left the ring, or the ring is gone).
+func (s *reportStore) prune(keep func(memberID) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.byMember {
+		if !keep(id) {
+			delete(s.byMember, id)
+		}
+	}
+}
+
+// view is the member's report as the ring view shows it at now.
+func (s *reportStore) view(id memberID, now time.Time) *MemberReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byMember[id]
+	if !ok {
+		return &MemberReport{State: ReportUnknown}
+	}
+	age := now.Sub(e.last.at)
+	ageMs := age.Milliseconds()
+	r := e.last.report
+	mr := &MemberReport{State: ReportUnknown, AgeMs: &ageMs, Report: &r}
+	if age <= 3*s.period {
+		mr.State = ReportFresh
+	}
+	if span := e.last.at.Sub(e.base.at); e.hasBase && span > 0 {
+		base := e.base.report
+		mr.ExecutionsPerS = make(map[string]float64, len(r.Executions))
+		for outcome, n := range r.Executions {
+			mr.ExecutionsPerS[outcome] = float64(increase(base.Executions[outcome], n)) / span.Seconds()
+		}
+		perHour := float64(increase(base.DeadLettered, r.DeadLettered)) / span.Hours()
+		mr.DeadLettersPerHour = &perHour
+	}
+	return mr
+}
+
+// increase is how much a cumulative counter grew from was to now. A counter that went down was
+// reset (a worker process does not carry its counts over): it counted now since then.
+func increase(was, now uint64) uint64 {
+	if now < was {
+		return now
+	}
+	return now - was
+}
+
+// report keeps a ring.report of the worker on c. A report of a worker that is not a member of
+// its ring (it has not joined yet, or it left) is acknowledged and dropped: only members are
+// shown, and keeping it would let connections that never join grow the store.
+func (n *Node) report(c *workerConn, r lease.Report) (any, error) {
+	t := n.currentTerm()
+	if t == nil {
+		return nil, n.redirect()
+	}
+	member := false
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		ring := s.Rings[c.member.Ring]
+		member = ring != nil && ring.Members[c.member.key()] != nil
+	})
+	if member {
+		t.reports.put(c.member, r, n.clock.Now())
+	}
+	return lease.Ack{OK: true}, nil
+}
