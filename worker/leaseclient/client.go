@@ -18,6 +18,7 @@ type Client struct {
 	guard    *lease.Guard
 	routes   map[string][]byte
 	rel      *releaser
+	rep      *reporter
 	drainMu  sync.Mutex // Drain calls never overlap
 	started  atomic.Bool
 	runDone  chan struct{}
@@ -30,7 +31,7 @@ type Client struct {
 }
 
 type counters struct {
-	connects, reconnects, redirects, elements, releases atomic.Uint64
+	connects, reconnects, redirects, elements, releases, reports atomic.Uint64
 }
 
 // Stats are running totals since New.
@@ -45,6 +46,8 @@ type Stats struct {
 	Elements uint64
 	// Releases counts acknowledged ring.release requests.
 	Releases uint64
+	// Reports counts acknowledged ring.report requests.
+	Reports uint64
 }
 
 // New checks cfg, fills its defaults and draws the incarnation if cfg has none.
@@ -62,7 +65,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Incarnation = inc
 	}
 	routes := make(map[string][]byte)
-	for _, r := range []string{lease.RouteLeases, lease.RouteRelease, lease.RouteLeave, lease.RouteView} {
+	for _, r := range []string{lease.RouteLeases, lease.RouteRelease, lease.RouteLeave, lease.RouteView, lease.RouteReport} {
 		md, err := routingMetadata(r)
 		if err != nil {
 			return nil, err
@@ -79,6 +82,7 @@ func New(cfg Config) (*Client, error) {
 		stop:    make(chan struct{}),
 	}
 	c.rel = newReleaser(c)
+	c.rep = newReporter(c)
 	return c, nil
 }
 
@@ -100,6 +104,7 @@ func (c *Client) Stats() Stats {
 		Redirects:  c.stats.redirects.Load(),
 		Elements:   c.stats.elements.Load(),
 		Releases:   c.stats.releases.Load(),
+		Reports:    c.stats.reports.Load(),
 	}
 }
 

@@ -169,7 +169,8 @@ func TestDemandAccounting(t *testing.T) {
 		t.Fatalf("%d SETUPs, want 1", len(setups))
 	}
 	s := setups[0]
-	want := lease.Setup{WorkerID: "worker-1", Incarnation: h.c.Incarnation(), Region: "eu-west", Cluster: "c1", Service: "orders"}
+	want := lease.Setup{WorkerID: "worker-1", Incarnation: h.c.Incarnation(), Region: "eu-west", Cluster: "c1", Service: "orders",
+		Features: []string{lease.FeatureControls}}
 	if !reflect.DeepEqual(s.setup, want) {
 		t.Errorf("SETUP data %+v, want %+v", s.setup, want)
 	}
@@ -559,7 +560,7 @@ func TestRejectedSetupRetries(t *testing.T) {
 
 // TestBadElementsAreRefused: a coordinator that sends lease elements the client cannot trust
 // (not JSON, a range whose start is past its end, another worker's or another ring's lease, a
-// zero TTL) gets the stream ended with ErrProtocol and a reconnect; nothing of it reaches the
+// zero TTL, a renewal longer than the TTL, a negative rate) gets the stream ended with ErrProtocol and a reconnect; nothing of it reaches the
 // guard, and the client takes a good element as soon as one comes.
 func TestBadElementsAreRefused(t *testing.T) {
 	marshal := func(w lease.WireLease) []byte {
@@ -582,6 +583,15 @@ func TestBadElementsAreRefused(t *testing.T) {
 		"another worker": func(w lease.WireLease) []byte { w.WorkerID = "worker-2"; return marshal(w) },
 		"another ring":   func(w lease.WireLease) []byte { w.Ring.Service = "payments"; return marshal(w) },
 		"zero TTL":       func(w lease.WireLease) []byte { w.TTLMs = 0; return marshal(w) },
+		"renewal past the TTL": func(w lease.WireLease) []byte {
+			w.RenewalMs = w.TTLMs + 1
+			return marshal(w)
+		},
+		"negative rate": func(w lease.WireLease) []byte {
+			rate := -1.0
+			w.Controls = &lease.Controls{RatePerS: &rate}
+			return marshal(w)
+		},
 	}
 	for name, corrupt := range cases {
 		t.Run(name, func(t *testing.T) {

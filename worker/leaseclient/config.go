@@ -35,6 +35,9 @@ const (
 	// DefaultBackoffHolding caps the reconnect delay while the worker holds a valid lease or lost
 	// it less than a TTL ago.
 	DefaultBackoffHolding = 100 * time.Millisecond
+	// DefaultReportPeriod is how often ring.report goes out: the protocol's period, which the
+	// leader's "older than three periods reads unknown" rule is built on.
+	DefaultReportPeriod = lease.ReportPeriod
 )
 
 // maxIDLen mirrors lease.Setup.Validate.
@@ -95,6 +98,13 @@ type Config struct {
 	// OnLease, if set, is called after each element is installed in the Guard, on the connection's
 	// read goroutine: it must return quickly. For tests and benchmarks.
 	OnLease func(lease.Lease)
+	// Report, if set, is what the worker saw, sent as ring.report every ReportPeriod on the
+	// current connection and once right after each new lease (the first element of a connection,
+	// or a new epoch). It runs on the client's own goroutine and should return quickly; its
+	// WorkerID is filled in. Without it no report is sent.
+	Report func() lease.Report
+	// ReportPeriod is how often Report is sent. Default DefaultReportPeriod.
+	ReportPeriod time.Duration
 }
 
 // withDefaults fills zero fields. It does not draw the incarnation (New does, once).
@@ -126,6 +136,9 @@ func (c Config) withDefaults() Config {
 	if c.Backoff.Holding == 0 {
 		c.Backoff.Holding = DefaultBackoffHolding
 	}
+	if c.ReportPeriod == 0 {
+		c.ReportPeriod = DefaultReportPeriod
+	}
 	return c
 }
 
@@ -142,7 +155,7 @@ func (c Config) Validate() error {
 		return bad("worker id and incarnation are limited to %d bytes", maxIDLen)
 	case len(c.Coordinators) == 0:
 		return bad("no coordinator address")
-	case c.GuardMargin < 0 || c.DialTimeout < 0 || c.RequestTimeout < 0:
+	case c.GuardMargin < 0 || c.DialTimeout < 0 || c.RequestTimeout < 0 || c.ReportPeriod < 0:
 		return bad("negative duration")
 	case c.Keepalive < 0 || c.Keepalive > MaxKeepalive:
 		return bad("keepalive %v must be in (0, %v]: the coordinator drops silent workers", c.Keepalive, MaxKeepalive)

@@ -4,6 +4,12 @@
 // ranges it stopped using after an epoch change, leaves gracefully, and reconnects with jittered
 // backoff after any failure while keeping the process's incarnation.
 //
+// Its SETUP announces the "controls" feature, so every element carries the ring's flow controls
+// (pause, impl pause, rate), which reach the data plane as lease.Lease.Controls with the element's
+// renewal period. Beside the stream it sends ring.report, what Config.Report returns, every
+// ReportPeriod and right after each new lease; a report that fails is only logged at debug, and a
+// coordinator that predates the route (unknown_route) gets none on that connection.
+//
 // What it owns: the connection, the demand accounting of the ring.leases stream (exactly one element
 // of demand outstanding, the worker's monotonic send time of each demand), the Guard's contents, and
 // the order "stop using dropped tokens, drain, then ring.release".
@@ -26,6 +32,7 @@
 //		Coordinators: []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
 //		Logger:       log,
 //		Drain:        traversal.Drain, // finish or abandon work on tokens that left the lease
+//		Report:       traversal.Report, // what the operator sees of this worker (ring.report)
 //	})
 //	go c.Run(ctx)              // returns after Leave, or when ctx ends
 //	guard := c.Guard()         // the data plane checks it before every query and execution

@@ -94,6 +94,9 @@ type fakeCoord struct {
 	answers     []answerRecord
 	releases    []releaseRecord
 	leaves      []lease.LeaveRequest
+	reports     []lease.Report
+	reportCalls int    // ring.report requests, answered or not
+	reportErr   string // when set, the error code ring.report is answered with
 	streams     int
 	syncs       int
 	live        map[*fakeStream]struct{}
@@ -434,6 +437,24 @@ func (f *fakeCoord) requestResponse(s lease.Setup, p payload.Payload) mono.Mono 
 			return mono.Error(wireError{Code: lease.CodeBadRequest})
 		}
 		f.set(func(f *fakeCoord) { f.leaves = append(f.leaves, r) })
+		return mono.Just(ok)
+	case lease.RouteReport:
+		var r lease.Report
+		err := json.Unmarshal(data, &r)
+		code := ""
+		f.set(func(f *fakeCoord) {
+			f.reportCalls++
+			code = f.reportErr
+			if code == "" && err == nil && r.WorkerID == s.WorkerID {
+				f.reports = append(f.reports, r)
+			}
+		})
+		switch {
+		case code != "":
+			return mono.Error(wireError{Code: code})
+		case err != nil || r.WorkerID != s.WorkerID:
+			return mono.Error(wireError{Code: lease.CodeBadRequest})
+		}
 		return mono.Just(ok)
 	case lease.RouteView:
 		return mono.Just(payload.New([]byte(fmt.Sprintf(`{"coordinator_id":%q}`, f.id)), nil))

@@ -32,10 +32,14 @@ func (c *Client) Run(ctx context.Context) error {
 	defer close(c.runDone)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		c.rel.run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.rep.run(ctx)
 	}()
 	go func() { // Leave interrupts a dial or a request in flight
 		defer wg.Done()
@@ -203,7 +207,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*session, error) {
 	setup, err := json.Marshal(lease.Setup{
 		WorkerID: c.cfg.WorkerID, Incarnation: c.cfg.Incarnation,
 		Region: c.cfg.Ring.Region, Cluster: c.cfg.Ring.Cluster, Service: c.cfg.Ring.Service,
-		Token: c.cfg.Token,
+		Token: c.cfg.Token, Features: []string{lease.FeatureControls},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("leaseclient: encoding SETUP: %w", err)

@@ -116,7 +116,7 @@ func (st *leaseStream) OnNext(p payload.Payload) {
 		return // leaving: no more demand
 	}
 	st.demand()
-	st.gotElement.Store(true)
+	firstHere := !st.gotElement.Swap(true)
 	if outcome == installStale {
 		st.c.log.Warn().Uint64("epoch", l.Epoch).Uint64("held_epoch", prev.Epoch).Str("coordinator_addr", st.addr).
 			Msg("lease element of an older epoch ignored")
@@ -126,14 +126,17 @@ func (st *leaseStream) OnNext(p payload.Payload) {
 	if hadPrev && l.Epoch != prev.Epoch {
 		st.c.log.Info().Uint64("epoch", l.Epoch).Uint64("old_epoch", prev.Epoch).Uint64("generation", l.Generation).
 			Int("node_index", l.NodeIndex).Int("node_count", l.NodeCount).Stringer("ranges", l.Ranges).
-			Int64("ttl_ms", l.TTL.Milliseconds()).Msg("new lease epoch")
+			Int64("ttl_ms", l.TTL.Milliseconds()).Int64("renewal_ms", l.Renewal.Milliseconds()).Msg("new lease epoch")
 	} else if !hadPrev {
 		st.c.log.Info().Uint64("epoch", l.Epoch).Uint64("generation", l.Generation).Int("node_index", l.NodeIndex).
 			Int("node_count", l.NodeCount).Stringer("ranges", l.Ranges).Int64("ttl_ms", l.TTL.Milliseconds()).
-			Msg("first lease")
+			Int64("renewal_ms", l.Renewal.Milliseconds()).Msg("first lease")
 	}
 	if hadPrev && l.Epoch > prev.Epoch && drops(prev, l) {
 		st.c.rel.add(prev, l)
+	}
+	if firstHere || l.Epoch != prev.Epoch {
+		st.c.rep.wake()
 	}
 	st.c.onLease(l)
 }
