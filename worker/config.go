@@ -22,16 +22,18 @@ const (
 	DefaultMaxClockOffset = 2 * time.Second
 	// DefaultConcurrency is the number of executions in flight at most.
 	DefaultConcurrency = 100
-	// DefaultQueryTimeout bounds one CQL query (one page of a paged read).
+	// DefaultQueryTimeout bounds one CQL query (one page of a paged read): room for a slow
+	// replica or a GC pause of Cassandra's, without letting one stuck query hold a row for long.
 	//
-	// Both timeouts must fit in the least lease validity a worker has in steady state. With the
-	// coordinator's defaults (TTL 3 s from the demand, demand answered at the next 1 s renewal) a
-	// lease has between about 2 s and TTL − 2×renewal = 1 s left, and the guard wants the timeout
-	// plus its 100 ms margin: a timeout above ~900 ms would be refused for part of every second.
-	DefaultQueryTimeout = 500 * time.Millisecond
-	// DefaultExecTimeout bounds one execution (see DefaultQueryTimeout for why it is short; a
-	// longer downstream call needs a longer lease TTL).
-	DefaultExecTimeout = 750 * time.Millisecond
+	// Both timeouts must fit in the least lease validity a worker has in steady state, TTL − 2 ×
+	// renewal of the elements it receives (a demand is answered at the next renewal at the latest),
+	// and the guard wants the timeout plus its 100 ms margin. product.md's lease defaults (TTL 10 s,
+	// renewal 2 s) leave 6 s: room for both. A worker whose timeouts do not fit says so (LeaseFit).
+	DefaultQueryTimeout = time.Second
+	// DefaultExecTimeout bounds one execution: what real downstreams need for a saga step (a
+	// payment provider's p99.9 is seconds, not milliseconds). See DefaultQueryTimeout for the lease
+	// it must fit in.
+	DefaultExecTimeout = 5 * time.Second
 	// DefaultMarkerMargin is added to the execution timeout for the IN_PROGRESS marker's TTL.
 	DefaultMarkerMargin = 10 * time.Second
 	// DefaultMarkerRetention is how long a COMMITTED marker is kept: longer than any transaction
@@ -50,9 +52,9 @@ const (
 // Config configures a Worker. Zero values mean the documented defaults.
 //
 // The lease bounds the timeouts: the guard refuses an operation unless the lease has its timeout
-// plus the guard margin left, and a renewed lease has about TTL − renewal interval left at worst
-// (2 s with the coordinator's defaults). QueryTimeout and ExecTimeout must stay below that, or the
-// guard refuses every query or every execution.
+// plus the guard margin left, and a lease has TTL − 2 × renewal left at worst. QueryTimeout and
+// ExecTimeout must fit in that, or the guard refuses queries or executions for part of every
+// renewal period; Scanner.LeaseFit says when they do not.
 type Config struct {
 	// Region, Cluster and Service name the ring and the partition keys of every table. Required.
 	Region  string
