@@ -11,6 +11,7 @@ require (
 	github.com/rsocket/rsocket-go v0.8.16
 	github.com/spf13/cobra v1.10.2
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/time v0.16.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -46,6 +46,9 @@ func NewGuard(clock Clock, margin time.Duration) *Guard {
 	return &Guard{clock: clock, margin: margin}
 }
 
+// Margin is the validity the guard demands beyond each operation's timeout.
+func (g *Guard) Margin() time.Duration { return g.margin }
+
 // Set installs a lease. An element of an older epoch than any installed before is ignored.
 func (g *Guard) Set(l Lease) {
 	l.Ranges = Normalize(l.Ranges)

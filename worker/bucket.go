@@ -3,6 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,13 +30,85 @@ type bucketRun struct {
 	// expiring: a row was finished by a marker with less than markerRenewal left. Kept any
 	// longer, the bucket could outlive that marker and run the row again: see carry.
 	expiring atomic.Bool
+
+	mu   sync.Mutex
+	held map[string]int // why rows (or pages) were left, by keptReason
+}
+
+// hold records why a row or a page of the bucket was left unfinished.
+func (r *bucketRun) hold(err error) {
+	why := keptReason(err)
+	r.mu.Lock()
+	if r.held == nil {
+		r.held = map[string]int{}
+	}
+	r.held[why]++
+	r.mu.Unlock()
+}
+
+// why says why the bucket is kept: the reasons its rows were left, the commonest first, each with
+// its count ("breaker open ×12, paused ×3").
+func (r *bucketRun) why() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reasons := make([]string, 0, len(r.held))
+	for why := range r.held {
+		reasons = append(reasons, why)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		a, b := reasons[i], reasons[j]
+		return r.held[a] > r.held[b] || r.held[a] == r.held[b] && a < b
+	})
+	parts := make([]string, len(reasons))
+	for i, why := range reasons {
+		parts[i] = fmt.Sprintf("%s ×%d", why, r.held[why])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// heldError leaves a row unfinished on purpose, for a reason that is not a failure: its bucket is
+// kept and a later pass takes the row up again, no attempt used.
+type heldError struct{ why string }
+
+func (e heldError) Error() string { return "row held: " + e.why }
+
+// Why rows are held.
+var (
+	// errRingPaused: the operator paused the whole ring; it also ends the traversal.
+	errRingPaused = heldError{"paused"}
+	// errImplPaused: the operator paused executions of the row's impl type.
+	errImplPaused = heldError{"impl paused"}
+	// errBreakerOpen: the breaker of the row's impl type is open (or all its probes are out).
+	errBreakerOpen = heldError{"breaker open"}
+	// errElsewhere: another worker's IN_PROGRESS marker on the step is alive.
+	errElsewhere = heldError{"in progress elsewhere"}
+	// errBusyHere: this worker runs the same step from another bucket right now.
+	errBusyHere = heldError{"running from another bucket"}
+	// errNotSent: the executor did not send the call (its deadline had passed).
+	errNotSent = heldError{"call not sent"}
+)
+
+// keptReason names why err left a row or a page unfinished, for the "bucket kept" line.
+func keptReason(err error) string {
+	var h heldError
+	switch {
+	case errors.As(err, &h):
+		return h.why
+	case lease.IsGuardError(err):
+		return "guard refusal"
+	case errors.Is(err, ErrStopped):
+		return "worker stopping"
+	case err == nil:
+		return "unfinished"
+	default:
+		return "failed query"
+	}
 }
 
 // streamBucket reads the bucket page by page and dispatches every row. It returns when every
 // row is dispatched (not finished) or when it stopped early; finish waits for the rows.
 func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, token int64) (*bucketRun, error) {
 	run := &bucketRun{key: key, token: token}
-	rowCtx := context.WithoutCancel(ctx)
 	var state []byte
 	for page := 0; page == 0 || state != nil; page++ {
 		if run.stop.Load() {
@@ -46,6 +121,7 @@ func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, tok
 			return err
 		})
 		if err != nil {
+			run.hold(err)
 			return run, err
 		}
 		for _, t := range rows {
@@ -55,23 +131,29 @@ func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, tok
 			select {
 			case s.sem <- struct{}{}: // page-level backpressure: wait for a free execution slot
 			case <-ctx.Done():
-				return run, errors.Join(ErrStopped, ctx.Err())
+				err := errors.Join(ErrStopped, ctx.Err())
+				run.hold(err)
+				return run, err
 			}
 			run.seen.Add(1)
 			run.wg.Add(1)
 			go func(t cassandra.Transaction) {
 				defer run.wg.Done()
 				defer func() { <-s.sem }()
-				ok, err := s.runRow(rowCtx, run, t)
+				ok, err := s.runRow(ctx, run, t)
 				if ok {
 					run.finished.Add(1)
 					return
 				}
-				if err != nil && lease.IsGuardError(err) {
+				run.hold(err)
+				var held heldError
+				switch {
+				case lease.IsGuardError(err), errors.Is(err, errRingPaused):
+					// Nothing more of this bucket can start now: dispatch no more.
 					run.rowErr.CompareAndSwap(nil, &err)
 					run.stop.Store(true)
-				}
-				if err != nil && !lease.IsGuardError(err) {
+				case errors.As(err, &held), errors.Is(err, ErrStopped):
+				default:
 					s.log.Warn().Err(err).Str("transaction_id", t.ID).Str("instance_id", key.InstanceID).
 						Stringer("window", key.Window).Int("bucket", key.Bucket).Msg("row not finished")
 				}
@@ -98,7 +180,7 @@ func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 		s.count(&s.stats.BucketsKept)
 		s.log.Info().Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).
 			Int64("rows_seen", seen).Int64("rows_finished", finished).Bool("read_whole", run.complete).
-			Msg("bucket kept")
+			Str("why", run.why()).Msg("bucket kept")
 		return false
 	}
 	ctx = context.WithoutCancel(ctx) // a finished bucket is deleted even while the worker stops

@@ -28,31 +28,35 @@ import (
 // one window's partitions, at most one tombstone per instance (per bucket) of that window, and
 // they are read only while the window is still listed in tier 2: once Node-0 deleted the window
 // and moved the day's checkpoint past it, no scan opens those partitions again.
-func (s *Scanner) compactDirectory(ctx context.Context) error {
+//
+// Listing tier 2 anyway, it notes in the pass it returns the oldest window it leaves in the
+// directory, whatever its token: a window nobody drains shows in Node-0's report.
+func (s *Scanner) compactDirectory(ctx context.Context) (directoryPass, error) {
 	if _, err := s.guard.CheckNode0(s.cfg.QueryTimeout); err != nil {
 		if errors.Is(err, lease.ErrNotNode0) {
-			return nil
+			return directoryPass{}, nil
 		}
-		return s.refused(err)
+		return directoryPass{}, s.refused(err)
 	}
+	dir := directoryPass{node0: true}
 	now := s.now()
 	today := window.DateOf(now)
 	first := today.AddDays(-s.cfg.LookbackDays)
 	var failed error
 	for y := min(first.Year, today.Year-1); y <= today.Year; y++ {
-		err := s.compactYear(ctx, y, first, now)
+		err := s.compactYear(ctx, y, first, now, &dir)
 		if s.stops(ctx, err) {
-			return err
+			return dir, err
 		}
 		failed = cmp.Or(failed, err)
 	}
-	return failed
+	return dir, failed
 }
 
 // compactYear compacts the days of one year's tier-1 partition (and the lookback days of that
 // year that tier 1 does not list: their windows only). A day whose compaction failed is kept,
 // and the checkpoint stays at or below it.
-func (s *Scanner) compactYear(ctx context.Context, year int, lookbackFrom window.Date, now time.Time) (failed error) {
+func (s *Scanner) compactYear(ctx context.Context, year int, lookbackFrom window.Date, now time.Time, dir *directoryPass) (failed error) {
 	days, cp, err := s.liveDays(ctx, year, s.onNode0)
 	if err != nil {
 		return err
@@ -68,7 +72,7 @@ func (s *Scanner) compactYear(ctx context.Context, year int, lookbackFrom window
 		}
 	}
 	for _, d := range unlisted {
-		if _, err := s.compactDay(ctx, d, now); err != nil {
+		if _, err := s.compactDay(ctx, d, now, dir); err != nil {
 			if s.stops(ctx, err) {
 				return err
 			}
@@ -78,7 +82,7 @@ func (s *Scanner) compactYear(ctx context.Context, year int, lookbackFrom window
 
 	var firstKept, lastDeleted *window.Date
 	for _, d := range days {
-		empty, err := s.compactDay(ctx, d, now)
+		empty, err := s.compactDay(ctx, d, now, dir)
 		if err == nil && empty && window.DeletableDay(d, now, s.cfg.MaxClockOffset) {
 			var gone bool
 			gone, err = s.deleteDay(ctx, d)
@@ -123,14 +127,25 @@ func (s *Scanner) compactYear(ctx context.Context, year int, lookbackFrom window
 	}), failed)
 }
 
-// compactDay deletes the windows of d that pass both gates and reports whether none is left.
-func (s *Scanner) compactDay(ctx context.Context, d window.Date, now time.Time) (empty bool, err error) {
+// compactDay deletes the windows of d that pass both gates and reports whether none is left; it
+// notes the oldest it leaves in dir.
+func (s *Scanner) compactDay(ctx context.Context, d window.Date, now time.Time, dir *directoryPass) (empty bool, err error) {
 	ws, cp, err := s.liveWindows(ctx, d, s.onNode0)
 	if err != nil {
+		dir.left(d.Time()) // not listed: the day's start stands for its windows
 		return false, err
 	}
-	var firstKept, lastDeleted *window.Window
+	var firstKept, lastDeleted, at *window.Window
+	defer func() {
+		switch {
+		case firstKept != nil:
+			dir.left(firstKept.Start())
+		case err != nil && at != nil: // a failure at a window keeps it and every later one
+			dir.left(at.Start())
+		}
+	}()
 	for _, w := range ws {
+		at = &w
 		if !window.DeletableWindow(w, now, s.cfg.MaxClockOffset) { // gate 2
 			// Windows are in order: this one and every later one are kept. An earlier window kept
 			// for its instance markers stays the checkpoint, or no traversal would read it again.
@@ -166,6 +181,7 @@ func (s *Scanner) compactDay(ctx context.Context, d window.Date, now time.Time) 
 		s.log.Debug().Stringer("window", w).Msg("window deleted")
 		lastDeleted = &w
 	}
+	at = nil
 
 	raised := cp.Minute
 	switch {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -95,6 +96,9 @@ type Config struct {
 	// MaxRetryDelay caps the delay L × 2^attempt before a transient failure is retried, for a
 	// zero Policies. Default DefaultMaxRetryDelay.
 	MaxRetryDelay time.Duration
+	// MaxRate caps the executions per second (--max-rate), below this worker's share of the
+	// ring's rate limit when the operator set one (the lease's controls). 0: no cap.
+	MaxRate float64
 	// IdleBackoff is Run's pause after a cycle with nothing to do or a refused lease.
 	// Default DefaultIdleBackoff.
 	IdleBackoff time.Duration
@@ -192,6 +196,8 @@ func (c Config) Validate() error {
 	case c.MaxRetryDelay < 0:
 		// window.Ahead never retries earlier than the next window, whatever the cap.
 		return bad("max retry delay %v is negative", c.MaxRetryDelay)
+	case !(c.MaxRate >= 0) || math.IsInf(c.MaxRate, 1): // written so that NaN is refused too
+		return bad("max rate %v must be a finite number of executions per second, or 0 for none", c.MaxRate)
 	case c.IdleBackoff < 0:
 		return bad("idle backoff %v is negative", c.IdleBackoff)
 	}

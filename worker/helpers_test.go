@@ -94,9 +94,15 @@ func (e *env) scanner(cfg Config, g Guard, ex Executor) *Scanner {
 	return sc
 }
 
-// record writes failures of instance into target through the real write path, with the
-// writer's clock set shortly before target starts (the normal W+1 protocol).
+// record writes failures of the step Payment of instance into target through the real write
+// path, with the writer's clock set shortly before target starts (the normal W+1 protocol).
 func (e *env) record(instance string, target window.Window, bucketSize int, ids ...string) {
+	e.t.Helper()
+	e.recordStep("Payment", instance, target, bucketSize, ids...)
+}
+
+// recordStep is record for the step impl.
+func (e *env) recordStep(impl, instance string, target window.Window, bucketSize int, ids ...string) {
 	e.t.Helper()
 	clock := clocktest.New(target.Start().Add(-30 * time.Second))
 	rec, err := recorder.New(e.store, recorder.Config{InstanceID: instance, BucketSize: bucketSize, Clock: clock})
@@ -105,7 +111,7 @@ func (e *env) record(instance string, target window.Window, bucketSize int, ids 
 	}
 	fs := make([]recorder.Failure, len(ids))
 	for i, id := range ids {
-		fs[i] = recorder.Failure{TransactionID: id, ImplType: "Payment", AllocationKey: "k-" + id}
+		fs[i] = recorder.Failure{TransactionID: id, ImplType: impl, AllocationKey: "k-" + id}
 	}
 	if err := rec.RecordAt(context.Background(), target, fs...); err != nil {
 		e.t.Fatalf("record into %s: %v", target, err)
@@ -155,10 +161,16 @@ func (e *env) daysLeft() []window.Date {
 	return out
 }
 
-// marker reads a step's marker.
+// marker reads the marker of the step Payment of transaction id.
 func (e *env) marker(id string) (cassandra.Marker, bool) {
 	e.t.Helper()
-	m, ok, err := e.store.Marker(context.Background(), id, "Payment")
+	return e.stepMarker(id, "Payment")
+}
+
+// stepMarker reads the marker of the step impl of transaction id.
+func (e *env) stepMarker(id, impl string) (cassandra.Marker, bool) {
+	e.t.Helper()
+	m, ok, err := e.store.Marker(context.Background(), id, impl)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -8,7 +8,13 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	sc       *Scanner
 	counters []counterMetric
-	inFlight *prometheus.Desc
+	gauges   []gaugeMetric
+	breaker  *prometheus.Desc
+}
+
+type gaugeMetric struct {
+	desc  *prometheus.Desc
+	value func(*Scanner) float64
 }
 
 type counterMetric struct {
@@ -49,10 +55,30 @@ func NewMetrics(sc *Scanner) *Metrics {
 			simple("days_deleted_total", "Tier-1 days deleted by Node-0.", func(s Stats) uint64 { return s.DaysDeleted }),
 			simple("restored_total", "Directory rows written back because a late write raced with their delete.", func(s Stats) uint64 { return s.Restored }),
 			simple("guard_refusals_total", "Queries and executions the lease guard refused.", func(s Stats) uint64 { return s.GuardRefusals }),
+			simple("held_paused_total", "Rows left for later because the operator paused the ring or their impl type.", func(s Stats) uint64 { return s.HeldPaused }),
+			simple("breaker_refused_total", "Executions an open circuit breaker did not start (calls saved to a failing downstream); the rows stay, attempts unused.", func(s Stats) uint64 { return s.BreakerRefused }),
 			simple("errors_total", "Queries that failed and executors that panicked.", func(s Stats) uint64 { return s.Errors }),
 		},
-		inFlight: prometheus.NewDesc(name("executions_in_flight"), "Executions under way.", nil, nil),
+		gauges: []gaugeMetric{
+			{prometheus.NewDesc(name("executions_in_flight"), "Executions under way.", nil, nil),
+				func(sc *Scanner) float64 { return float64(len(sc.sem)) }},
+			{prometheus.NewDesc(name("lease_fit"), "1 when the query and execution timeouts fit the least validity of the lease in force (ttl − 2 × renewal), 0 when not (see /readyz).", nil, nil),
+				func(sc *Scanner) float64 { return bool01(sc.LeaseFit() == "") }},
+			{prometheus.NewDesc(name("paused"), "1 while the operator has paused the ring: no traversal, no execution.", nil, nil),
+				func(sc *Scanner) float64 { c := sc.controls(); return bool01(c != nil && c.Paused) }},
+			{prometheus.NewDesc(name("execution_rate_limit"), "Executions per second this worker allows itself: its share of the ring's limit capped by --max-rate (+Inf: none).", nil, nil),
+				func(sc *Scanner) float64 { sc.controls(); return sc.throttle.limit() }},
+		},
+		breaker: prometheus.NewDesc(name("breaker_state"),
+			"Circuit breaker of each impl type: 0 closed, 1 half open (probing), 2 open. Impl types past 64 share impl=\""+overflowBreaker+"\".", []string{"impl"}, nil),
 	}
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Describe implements prometheus.Collector.
@@ -64,7 +90,10 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 			ch <- c.desc
 		}
 	}
-	ch <- m.inFlight
+	for _, g := range m.gauges {
+		ch <- g.desc
+	}
+	ch <- m.breaker
 }
 
 // Collect implements prometheus.Collector.
@@ -77,5 +106,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.value(s)), labels...)
 	}
-	ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(len(m.sc.sem)))
+	for _, g := range m.gauges {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.value(m.sc))
+	}
+	for _, b := range m.sc.breakers.view(m.sc.now()) {
+		ch <- prometheus.MustNewConstMetric(m.breaker, prometheus.GaugeValue, float64(b.state), b.impl)
+	}
 }

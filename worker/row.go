@@ -16,10 +16,11 @@ import (
 // Anything else (a refusal, a failed query) leaves the row unfinished, so its bucket is kept and
 // a later pass sees the row again.
 //
-// ctx is not the worker's run context: a row that started runs to its end, each step bounded by
-// its timeout and allowed by the guard, so that a stopping worker does not leave markers behind
-// that it could have written.
-func (s *Scanner) runRow(ctx context.Context, run *bucketRun, t cassandra.Transaction) (bool, error) {
+// Only the wait for a token of the throttle ends with ctx, the worker's run context: a row that
+// started runs to its end, each step bounded by its timeout and allowed by the guard, so that a
+// stopping worker does not leave markers behind that it could have written.
+func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Transaction) (bool, error) {
+	ctx := context.WithoutCancel(runCtx)
 	b, token := run.key, run.token
 	end := s.inflight.begin(tokenScope(token)) // Drain waits for the whole protocol, not one step
 	defer end()
@@ -29,17 +30,24 @@ func (s *Scanner) runRow(ctx context.Context, run *bucketRun, t cassandra.Transa
 		// The same step from another bucket (a kept bucket and its re-recorded copy) is running
 		// now; leave this copy for a pass that will find its marker.
 		s.count(&s.stats.SkippedBusy)
-		return false, nil
+		return false, errBusyHere
 	}
 	defer s.busy.Delete(key)
 
 	span := t.ImplType
 	var m cassandra.Marker
 	var found bool
-	err := s.onToken(ctx, token, func(ctx context.Context) (err error) {
-		m, found, err = s.store.Marker(ctx, t.ID, span)
-		return err
-	})
+	var epoch uint64 // of the lease the marker was read under
+	err := s.run(ctx, tokenScope(token), s.cfg.QueryTimeout,
+		func(need time.Duration) (lease.Lease, error) {
+			l, err := s.guard.CheckToken(token, need)
+			epoch = l.Epoch
+			return l, err
+		},
+		func(ctx context.Context, _ lease.Lease) (err error) {
+			m, found, err = s.store.Marker(ctx, t.ID, span)
+			return err
+		})
 	if err != nil {
 		return false, err
 	}
@@ -58,11 +66,32 @@ func (s *Scanner) runRow(ctx context.Context, run *bucketRun, t cassandra.Transa
 		// the marker of a worker that died mid-call, which expires soon. Leave the row for a pass
 		// after the marker turned COMMITTED or expired.
 		s.count(&s.stats.SkippedInProgress)
-		return false, nil
+		return false, errElsewhere
 	}
 	// No marker, or our own IN_PROGRESS from a call whose outcome was never marked: execute (the
-	// executor's idempotency key covers a call that did reach the downstream service).
-	err = s.onToken(ctx, token, func(ctx context.Context) error {
+	// executor's idempotency key covers a call that did reach the downstream service), once the
+	// controls and the breaker let it start.
+	ticket, err := s.admit(runCtx, t.ImplType)
+	if err != nil {
+		return false, err
+	}
+	settled := false
+	defer func() {
+		if !settled {
+			s.breakers.abandon(ticket)
+		}
+	}()
+	// The marker was read under epoch; the row may have waited long for its token since. A new
+	// epoch means the assignment changed meanwhile: the token may have been another worker's in
+	// between, and the marker read may be stale, so the row is left for a pass that reads it again.
+	onEpoch := func(need time.Duration) (lease.Lease, error) {
+		l, err := s.guard.CheckToken(token, need)
+		if err == nil && l.Epoch != epoch {
+			return lease.Lease{}, fmt.Errorf("%w: epoch %d since the marker was read under %d", lease.ErrTokenNotLeased, l.Epoch, epoch)
+		}
+		return l, err
+	}
+	err = s.run(ctx, tokenScope(token), s.cfg.QueryTimeout, onEpoch, func(ctx context.Context, _ lease.Lease) error {
 		return s.store.MarkInProgress(ctx, t.ID, span, s.cfg.WorkerID, s.now(), s.cfg.ExecTimeout+s.cfg.MarkerMargin)
 	})
 	if err != nil {
@@ -71,8 +100,7 @@ func (s *Scanner) runRow(ctx context.Context, run *bucketRun, t cassandra.Transa
 
 	var out Outcome
 	var held lease.Lease // the lease the execution ran under
-	err = s.run(ctx, tokenScope(token), s.cfg.ExecTimeout,
-		func(need time.Duration) (lease.Lease, error) { return s.guard.CheckToken(token, need) },
+	err = s.run(ctx, tokenScope(token), s.cfg.ExecTimeout, onEpoch,
 		func(ctx context.Context, l lease.Lease) error {
 			held = l
 			out = s.execute(ctx, s.task(b, t, l.Epoch))
@@ -85,9 +113,11 @@ func (s *Scanner) runRow(ctx context.Context, run *bucketRun, t cassandra.Transa
 		// The call never left: no outcome, no attempt used. The row stays unfinished, so its
 		// bucket is kept and a later pass (under a fresh lease) executes it.
 		s.count(&s.stats.NotSent)
-		return false, nil
+		return false, errNotSent
 	}
 	s.count(&s.stats.Executed)
+	s.breakers.settle(ticket, out.Kind == Transient, s.now())
+	settled = true
 
 	settle := s.settleOn(token, held)
 	switch out.Kind {
@@ -114,6 +144,44 @@ func (s *Scanner) runRow(ctx context.Context, run *bucketRun, t cassandra.Transa
 		}
 		return s.rerecord(ctx, b, settle, t, p.WithRetryAfter(p.Delay(s.cfg.WindowMinutes, t.Attempt, t.ID), out.RetryAfter))
 	}
+}
+
+// admit lets one execution of impl start, or says why not: the ring or impl is paused, impl's
+// breaker is open, this worker has no share of the ring's rate. It waits for a token of the
+// throttle, and looks at the pause again after the wait, which may be long. The ticket must be
+// settled or abandoned.
+func (s *Scanner) admit(ctx context.Context, impl string) (breakerTicket, error) {
+	if err := s.pausedFor(impl); err != nil {
+		return breakerTicket{}, err
+	}
+	ticket, ok := s.breakers.admit(impl, s.now())
+	if !ok {
+		s.count(&s.stats.BreakerRefused)
+		return ticket, errBreakerOpen
+	}
+	err := s.waitToken(ctx)
+	if err == nil {
+		err = s.pausedFor(impl)
+	}
+	if err != nil {
+		s.breakers.abandon(ticket)
+		return ticket, err
+	}
+	return ticket, nil
+}
+
+// pausedFor says whether the controls of the lease in force pause impl's executions.
+func (s *Scanner) pausedFor(impl string) error {
+	c := s.controls()
+	switch {
+	case c != nil && c.Paused:
+		s.count(&s.stats.HeldPaused)
+		return errRingPaused
+	case c.ImplPaused(impl):
+		s.count(&s.stats.HeldPaused)
+		return errImplPaused
+	}
+	return nil
 }
 
 // finishedBy reports the counter of the reason the marker finishes a row at t without a call, or

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +22,10 @@ type Guard interface {
 	CheckToken(token int64, need time.Duration) (lease.Lease, error)
 	// CheckNode0 is Check plus: the lease makes this worker Node-0.
 	CheckNode0(need time.Duration) (lease.Lease, error)
+	// Current returns the lease held, valid or not: its controls and its timing.
+	Current() (lease.Lease, bool)
+	// Margin is what the guard demands beyond an operation's timeout.
+	Margin() time.Duration
 }
 
 var _ Guard = (*lease.Guard)(nil)
@@ -38,6 +44,14 @@ type Scanner struct {
 	inflight *inflight
 	busy     sync.Map // txKey -> struct{}: steps being executed by this process right now
 	stats    Stats    // live counters, touched only through sync/atomic (see count)
+
+	breakers  *breakers
+	throttle  *throttle
+	tokenTurn chan struct{} // the one row waiting for a token of the throttle
+	ctlLog    controlsLog
+	refusals  refusalLog
+	fit       fitLog
+	backlog   backlog
 }
 
 // txKey names one step of one transaction, the unit of a STRICT marker.
@@ -53,13 +67,16 @@ func New(cfg Config, store Store, guard Guard, exec Executor) (*Scanner, error) 
 	}
 	cfg = cfg.withDefaults()
 	return &Scanner{
-		cfg:      cfg,
-		store:    store,
-		guard:    guard,
-		exec:     exec,
-		log:      cfg.Logger.With().Str("component", "worker").Str("worker_id", cfg.WorkerID).Logger(),
-		sem:      make(chan struct{}, cfg.Concurrency),
-		inflight: newInflight(),
+		cfg:       cfg,
+		store:     store,
+		guard:     guard,
+		exec:      exec,
+		log:       cfg.Logger.With().Str("component", "worker").Str("worker_id", cfg.WorkerID).Logger(),
+		sem:       make(chan struct{}, cfg.Concurrency),
+		inflight:  newInflight(),
+		breakers:  newBreakers(slices.Sorted(maps.Keys(cfg.Policies.Steps))),
+		throttle:  newThrottle(cfg.MaxRate),
+		tokenTurn: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -81,10 +98,11 @@ func (s *Scanner) Drain(ctx context.Context, old, next lease.Lease) error {
 
 func (s *Scanner) now() time.Time { return s.cfg.Clock.Now() }
 
-// refused counts and passes on a guard refusal.
+// refused counts, logs (a line every refusalLogEvery at most) and passes on a guard refusal.
 func (s *Scanner) refused(err error) error {
 	if !errors.Is(err, lease.ErrNotNode0) {
 		s.count(&s.stats.GuardRefusals)
+		s.refusals.add(s, err, s.now())
 	}
 	return err
 }

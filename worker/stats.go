@@ -51,6 +51,12 @@ type Stats struct {
 	// Restored counts directory rows (instance markers, windows, days) written back right after
 	// their delete, because a late write (an import into a past window) raced with it.
 	Restored uint64
+	// HeldPaused counts rows left for a later pass because the operator paused the ring or
+	// their impl type: no attempt used, no marker written.
+	HeldPaused uint64
+	// BreakerRefused counts executions the circuit breaker of their impl type did not let start
+	// (calls it saved a downstream that was failing): the row stays, its attempt unused.
+	BreakerRefused uint64
 	// GuardRefusals counts operations the guard refused (no lease, expired, too short, token
 	// not leased). Not being Node-0 is not counted.
 	GuardRefusals uint64

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
@@ -19,7 +18,10 @@ type CycleResult struct {
 	Days      int // candidate days listed
 	Windows   int // readable windows visited
 	Instances int // instance markers found in the lease's ranges
-	Stats     Stats
+	// Paused: the operator paused the ring, so the cycle traversed nothing (or stopped when the
+	// pause came).
+	Paused bool
+	Stats  Stats
 }
 
 // Progress reports whether the cycle changed anything for good: a step COMMITTED, a failure
@@ -36,26 +38,45 @@ func (r CycleResult) Progress() bool {
 // finished. The error is the one that stopped the pass early (ctx ending, a guard refusal that
 // holds for every token), or else the first failed read that made it skip a day, a range or an
 // instance; failures inside a bucket only keep that bucket for a later pass.
+//
+// A ring the operator paused is not traversed: the cycle returns at once with Paused set, or
+// stops at the next window (its rows are held) when the pause comes while it runs.
 func (s *Scanner) Cycle(ctx context.Context) (CycleResult, error) {
 	before := s.Stats()
 	var res CycleResult
-	err := s.traverse(ctx, &res)
+	s.LeaseFit() // says so, once, when the lease in force leaves the timeouts no room
+	defer s.refusals.flush(s, s.now())
+	if c := s.controls(); c != nil && c.Paused {
+		res.Paused = true
+		return res, nil
+	}
+	p := &pass{}
+	err := s.traverse(ctx, &res, p)
+	var dir directoryPass
 	if !s.stops(ctx, err) {
-		err = cmp.Or(s.compactDirectory(ctx), err)
+		var cerr error
+		dir, cerr = s.compactDirectory(ctx)
+		err = cmp.Or(cerr, err)
+	}
+	switch {
+	case errors.Is(err, errRingPaused):
+		res.Paused, err = true, nil
+	case !s.stops(ctx, err):
+		s.backlog.publish(p, dir)
 	}
 	s.count(&s.stats.Cycles)
 	res.Stats = s.Stats().Sub(before)
 	return res, err
 }
 
-// stops reports whether err must end the cycle: the worker is stopping, or the guard refused for
-// a reason that holds for every token (no lease, expired, too short). A failed query or a token
-// that left the lease only skips what it was about.
+// stops reports whether err must end the cycle: the worker is stopping, the ring is paused, or
+// the guard refused for a reason that holds for every token (no lease, expired, too short). A
+// failed query or a token that left the lease only skips what it was about.
 func (s *Scanner) stops(ctx context.Context, err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case ctx.Err() != nil, errors.Is(err, ErrStopped):
+	case ctx.Err() != nil, errors.Is(err, ErrStopped), errors.Is(err, errRingPaused):
 		return true
 	default:
 		return lease.IsGuardError(err) && !errors.Is(err, lease.ErrTokenNotLeased)
@@ -63,10 +84,10 @@ func (s *Scanner) stops(ctx context.Context, err error) bool {
 }
 
 // traverse visits the directory. A day or a range whose read failed is skipped for this cycle
-// (and reported at the end); it never stops the days after it from being visited.
-func (s *Scanner) traverse(ctx context.Context, res *CycleResult) (first error) {
-	var pending sync.WaitGroup // instance finishers: their buckets' last rows, then deletes
-	defer pending.Wait()
+// (and reported at the end); it never stops the days after it from being visited. What it leaves
+// unfinished in readable windows is noted in p.
+func (s *Scanner) traverse(ctx context.Context, res *CycleResult, p *pass) (first error) {
+	defer p.finishers.Wait()
 
 	days, err := s.candidateDays(ctx)
 	if s.stops(ctx, err) {
@@ -81,6 +102,7 @@ func (s *Scanner) traverse(ctx context.Context, res *CycleResult) (first error) 
 		}
 		if err != nil {
 			s.log.Warn().Err(err).Stringer("day", d).Msg("day skipped this cycle")
+			p.unfinished(d.Time(), 0) // its windows are unknown: the day's start stands for them
 			first = cmp.Or(first, err)
 			continue
 		}
@@ -89,7 +111,7 @@ func (s *Scanner) traverse(ctx context.Context, res *CycleResult) (first error) 
 				break // windows come earliest first: the rest are not readable either
 			}
 			res.Windows++
-			if err := s.scanWindow(ctx, w, res, &pending); err != nil {
+			if err := s.scanWindow(ctx, w, res, p); err != nil {
 				if s.stops(ctx, err) {
 					return err
 				}
@@ -136,10 +158,13 @@ func (s *Scanner) candidateDays(ctx context.Context) (days []window.Date, first 
 // scanWindow visits the instances of w whose tokens lie in the current lease: one query per
 // leased range. A token that left the lease, or a failed query, skips what it was about; a
 // refusal that holds for every token (or a stop) ends the cycle.
-func (s *Scanner) scanWindow(ctx context.Context, w window.Window, res *CycleResult, pending *sync.WaitGroup) (first error) {
+func (s *Scanner) scanWindow(ctx context.Context, w window.Window, res *CycleResult, p *pass) (first error) {
 	l, err := s.guard.Check(s.cfg.QueryTimeout)
 	if err != nil {
 		return s.refused(err)
+	}
+	if l.Controls != nil && l.Controls.Paused {
+		return errRingPaused
 	}
 	for _, rg := range l.Ranges {
 		instances, err := s.listInstances(ctx, w, rg)
@@ -149,18 +174,20 @@ func (s *Scanner) scanWindow(ctx context.Context, w window.Window, res *CycleRes
 		if err != nil {
 			if !errors.Is(err, lease.ErrTokenNotLeased) {
 				s.log.Warn().Err(err).Stringer("window", w).Stringer("range", rg).Msg("range skipped this cycle")
+				p.unfinished(w.Start(), 0)
 				first = cmp.Or(first, err)
 			}
 			continue
 		}
 		for _, in := range instances {
 			res.Instances++
-			err := s.startInstance(ctx, w, in, pending)
+			err := s.startInstance(ctx, w, in, p)
 			if s.stops(ctx, err) {
 				return err
 			}
 			if err != nil && !errors.Is(err, lease.ErrTokenNotLeased) {
 				s.log.Warn().Err(err).Str("instance_id", in.ID).Stringer("window", w).Msg("instance kept")
+				p.unfinished(w.Start(), 0)
 				first = cmp.Or(first, err)
 			}
 		}
@@ -187,9 +214,9 @@ func (s *Scanner) listInstances(ctx context.Context, w window.Window, rg lease.R
 }
 
 // startInstance lists the instance's buckets and streams them one after the other; it returns
-// once every row is dispatched, leaving the waiting and the deletes to a finisher in pending.
-// The instance marker goes only when every bucket of the instance is gone.
-func (s *Scanner) startInstance(ctx context.Context, w window.Window, in cassandra.Instance, pending *sync.WaitGroup) error {
+// once every row is dispatched, leaving the waiting and the deletes to a finisher in p. The
+// instance marker goes only when every bucket of the instance is gone.
+func (s *Scanner) startInstance(ctx context.Context, w window.Window, in cassandra.Instance, p *pass) error {
 	if in.Token != cassandra.Token(in.ID) {
 		s.log.Error().Str("instance_id", in.ID).Int64("stored_token", in.Token).Int64("token", cassandra.Token(in.ID)).
 			Stringer("window", w).Msg("instance marker carries a token that is not token(instance_id)")
@@ -211,13 +238,14 @@ func (s *Scanner) startInstance(ctx context.Context, w window.Window, in cassand
 			break
 		}
 	}
-	pending.Add(1)
+	p.finishers.Add(1)
 	go func() {
-		defer pending.Done()
+		defer p.finishers.Done()
 		gone := stopErr == nil
 		for _, run := range runs {
 			if !s.finish(ctx, run) {
 				gone = false
+				p.unfinished(w.Start(), run.seen.Load()-run.finished.Load())
 			}
 		}
 		if !gone {

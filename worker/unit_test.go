@@ -3,13 +3,16 @@ package worker
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/worker/retrypolicy"
 )
 
 func TestConfigDefaultsAndValidate(t *testing.T) {
@@ -18,6 +21,9 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		t.Fatalf("minimal config: %v", err)
 	}
 	d := base.WithDefaults()
+	if d.QueryTimeout != time.Second || d.ExecTimeout != 5*time.Second || d.MaxRate != 0 {
+		t.Fatalf("timeouts %v and %v, max rate %v; want product.md's 1 s and 5 s, no cap", d.QueryTimeout, d.ExecTimeout, d.MaxRate)
+	}
 	if d.WindowMinutes != 1 || d.LookbackDays != 2 || d.MaxClockOffset != 2*time.Second || d.Concurrency != 100 ||
 		d.MaxAttempts != 10 || d.MaxRetryDelay != time.Hour || d.MarkerRetention != 7*24*time.Hour || d.Clock == nil {
 		t.Fatalf("defaults: %+v", d)
@@ -31,6 +37,9 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		func(c *Config) { c.Concurrency = -1 },
 		func(c *Config) { c.QueryTimeout = -time.Second },
 		func(c *Config) { c.MaxAttempts = -1 },
+		func(c *Config) { c.MaxRate = -1 },
+		func(c *Config) { c.MaxRate = math.Inf(1) },
+		func(c *Config) { c.MaxRate = math.NaN() },
 	}
 	for i, mutate := range bad {
 		c := base
@@ -81,11 +90,47 @@ func TestDrainWaitsForDroppedTokensOnly(t *testing.T) {
 	}
 }
 
+// noStore is a Store for tests of pure logic, which must never reach Cassandra: any call panics.
+type noStore struct{ Store }
+
+// unitScanner is a Scanner on guard that runs no query: for the logic around the data plane.
+func unitScanner(t *testing.T, cfg Config, guard Guard) *Scanner {
+	t.Helper()
+	cfg.Region, cfg.Cluster, cfg.Service, cfg.WorkerID = "eu", "c1", "orders", "w1"
+	sc, err := New(cfg, noStore{}, guard, ExecutorFunc(func(context.Context, Task) Outcome {
+		t.Error("executed in a test of pure logic")
+		return Outcome{Kind: NotSent}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// TestMetricsCollectsStats: the counters come from Stats; the gauges say what the lease in force
+// makes of the worker (its timeouts do not fit, the ring is paused, the rate it allows itself)
+// and where each breaker stands, one series per impl type.
 func TestMetricsCollectsStats(t *testing.T) {
-	sc := &Scanner{sem: make(chan struct{}, 4)}
+	clock := clocktest.New(clocktest.Start)
+	g := lease.NewGuard(clock, 100*time.Millisecond)
+	rate := 2.5
+	g.Set(lease.Lease{
+		Epoch: 1, Ranges: lease.Ranges{lease.FullRing}, ValidFrom: clock.Now(), TTL: 3 * time.Second, Renewal: time.Second,
+		Controls: &lease.Controls{Paused: true, RatePerS: &rate},
+	})
+	policies, err := retrypolicy.Parse("policy.yaml", []byte("Payment:\n  max_attempts: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := unitScanner(t, Config{Clock: clock, Concurrency: 4, MaxRate: 1, Policies: policies}, g)
 	sc.stats.Done = 3
 	sc.stats.WindowsDeleted = 2
+	sc.stats.BreakerRefused = 5
 	sc.sem <- struct{}{}
+	for i := 0; i < breakerMinCalls; i++ {
+		tk, _ := sc.breakers.admit("Ship", clock.Now())
+		sc.breakers.settle(tk, true, clock.Now())
+	}
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(NewMetrics(sc)); err != nil {
 		t.Fatal(err)
@@ -115,6 +160,12 @@ func TestMetricsCollectsStats(t *testing.T) {
 		"retryring_worker_windows_deleted_total":               2,
 		"retryring_worker_executions_in_flight":                1,
 		"retryring_worker_guard_refusals_total":                0,
+		"retryring_worker_breaker_refused_total":               5,
+		"retryring_worker_lease_fit":                           0, // 1 s query timeout + margin > 3 s − 2 × 1 s
+		"retryring_worker_paused":                              1,
+		"retryring_worker_execution_rate_limit":                1, // the share 2.5/s, capped by MaxRate
+		"retryring_worker_breaker_state{impl=Payment}":         float64(breakerClosed),
+		"retryring_worker_breaker_state{impl=Ship}":            float64(breakerOpen),
 	} {
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)

@@ -1,0 +1,98 @@
+package worker
+
+import (
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/retryring/retryring/internal/clocktest"
+	"github.com/retryring/retryring/lease"
+)
+
+// TestThrottleFollowsTheControls: on the manual clock, the token bucket lets through what its
+// rate allows and says how long the next token is away; its rate follows the lease's controls
+// as they change, capped by MaxRate; no limit lets everything through, a share of 0 nothing.
+func TestThrottleFollowsTheControls(t *testing.T) {
+	clock := clocktest.New(clocktest.Start)
+	per := func(r float64) *lease.Controls { return &lease.Controls{RatePerS: &r} }
+	th := newThrottle(0)
+	for i := 0; i < 1000; i++ {
+		if wait, never := th.take(clock.Now()); wait != 0 || never {
+			t.Fatalf("no limit: call %d waits %v (never %v)", i, wait, never)
+		}
+	}
+
+	th.apply(per(2), clock.Now())
+	if th.limit() != 2 {
+		t.Fatalf("limit %v after a share of 2/s", th.limit())
+	}
+	passed := 0
+	for step := 0; step < 100; step++ { // 10 s in steps of 100 ms, with calls waiting all along
+		for {
+			wait, never := th.take(clock.Now())
+			if never {
+				t.Fatal("a share of 2/s refuses for good")
+			}
+			if wait > 0 {
+				if wait > 500*time.Millisecond {
+					t.Fatalf("at 2/s the next token is %v away", wait)
+				}
+				break
+			}
+			passed++
+		}
+		clock.Advance(100 * time.Millisecond)
+	}
+	if passed < 20 || passed > 21 { // the rate over 10 s, plus the bucket's one token
+		t.Errorf("%d calls in 10 s at 2/s", passed)
+	}
+
+	th.apply(per(2), clock.Now()) // a renewal with the same share changes nothing
+	th.apply(per(0), clock.Now())
+	clock.Advance(time.Minute)
+	if _, never := th.take(clock.Now()); !never {
+		t.Fatal("a share of 0 lets calls through")
+	}
+	th.apply(nil, clock.Now())
+	if wait, never := th.take(clock.Now()); wait != 0 || never || th.limit() != float64(rate.Inf) {
+		t.Fatalf("controls without a rate: wait %v, never %v, limit %v", wait, never, th.limit())
+	}
+
+	capped := newThrottle(1)
+	if capped.limit() != 1 {
+		t.Fatalf("MaxRate 1 without controls: limit %v", capped.limit())
+	}
+	capped.apply(per(50), clock.Now())
+	if capped.limit() != 1 {
+		t.Fatalf("a share of 50/s under MaxRate 1: limit %v", capped.limit())
+	}
+	capped.apply(per(0.5), clock.Now())
+	if capped.limit() != 0.5 {
+		t.Fatalf("a share of 0.5/s under MaxRate 1: limit %v", capped.limit())
+	}
+}
+
+// TestThrottleStaysWithinTheMinute: whatever the rate, a worker that calls as fast as the bucket
+// allows executes at most 110 % of its rate over any minute (the ring's bound), counted on the
+// manual clock from a full bucket.
+func TestThrottleStaysWithinTheMinute(t *testing.T) {
+	for _, r := range []float64{0.5, 1, 7, 100, 2500} {
+		clock := clocktest.New(clocktest.Start)
+		th := newThrottle(0)
+		th.apply(&lease.Controls{RatePerS: &r}, clock.Now())
+		end := clock.Now().Add(time.Minute)
+		passed := 0
+		for clock.Now().Before(end) {
+			wait, _ := th.take(clock.Now())
+			if wait == 0 {
+				passed++
+				continue
+			}
+			clock.Advance(wait)
+		}
+		if limit := 1.1 * 60 * r; float64(passed) > limit || float64(passed) < 60*r*0.9 {
+			t.Errorf("rate %v/s: %d calls in a minute, want between 90 %% and 110 %% of %v", r, passed, 60*r)
+		}
+	}
+}
