@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/retryring/retryring/worker"
 	"github.com/retryring/retryring/worker/executor"
 	"github.com/retryring/retryring/worker/leaseclient"
+	"github.com/retryring/retryring/worker/retrypolicy"
 )
 
 type workerOptions struct {
@@ -30,8 +32,12 @@ type workerOptions struct {
 	coordinators string
 	executorURL  string
 	httpAddr     string
+	retryPolicy  string
 	cfg          worker.Config
 	shutdown     time.Duration
+	// maxAttemptsSet: --max-attempts was given (flag or environment), which a policy file
+	// would silently override.
+	maxAttemptsSet bool
 }
 
 func newWorkerCommand() *cobra.Command {
@@ -44,6 +50,8 @@ part of the retry directory its lease covers, and, while it is Node-0, compacts 
 On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish within their timeout
 (a partial bucket stays in Cassandra), leaves the ring and exits.`,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			_, inEnv := os.LookupEnv(envName("max-attempts"))
+			o.maxAttemptsSet = inEnv || cmd.Flags().Changed("max-attempts")
 			return bindEnv(cmd, os.LookupEnv)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return runWorker(cmd.Context(), o) },
@@ -59,7 +67,9 @@ On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish with
 	fs.IntVar(&o.cfg.Concurrency, "concurrency", worker.DefaultConcurrency, "executions in flight at most")
 	fs.IntVar(&o.cfg.LookbackDays, "lookback-days", worker.DefaultLookbackDays, "minimum days of history checked (older live days are never skipped)")
 	fs.DurationVar(&o.cfg.MaxClockOffset, "max-clock-offset", worker.DefaultMaxClockOffset, "bound on any writer's clock error")
-	fs.IntVar(&o.cfg.MaxAttempts, "max-attempts", worker.DefaultMaxAttempts, "executions before a transient failure is dead-lettered")
+	fs.IntVar(&o.cfg.MaxAttempts, "max-attempts", worker.DefaultMaxAttempts, "executions before a transient failure is dead-lettered (with --retry-policy: max_attempts in the file)")
+	fs.StringVar(&o.retryPolicy, "retry-policy", "", "YAML file of per-step retry policies (attempts, max delay, status classes), keyed by stacksaga_impl_type with a default entry")
+	fs.Float64Var(&o.cfg.MaxRate, "max-rate", 0, "executions per second at most, below this worker's share of the ring's rate limit (0: no cap)")
 	fs.DurationVar(&o.cfg.QueryTimeout, "query-timeout", worker.DefaultQueryTimeout, "timeout of each CQL query (the guard demands it)")
 	fs.DurationVar(&o.cfg.ExecTimeout, "exec-timeout", worker.DefaultExecTimeout, "timeout of each execution (the guard demands it)")
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "bound on a graceful shutdown")
@@ -84,6 +94,10 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	log := parent.With().Str("worker_id", o.workerID).Logger()
 	routeRSocketLogs(log)
 	ring := o.ring.key()
+	policies, err := o.policies()
+	if err != nil {
+		return err
+	}
 
 	session, err := cassandra.Connect(ctx, o.cf.config())
 	if err != nil {
@@ -97,7 +111,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err != nil {
 		return err
 	}
-	exec, err := executor.NewHTTP(executor.HTTPConfig{URL: o.executorURL})
+	exec, err := executor.NewHTTP(executor.HTTPConfig{URL: o.executorURL, Policies: policies})
 	if err != nil {
 		return err
 	}
@@ -109,6 +123,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		Drain: func(ctx context.Context, old, next lease.Lease) error {
 			return scanner.Drain(ctx, old, next)
 		},
+		Report: func() lease.Report { return scanner.Report() },
 	})
 	if err != nil {
 		return err
@@ -116,6 +131,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	cfg := o.cfg
 	cfg.Region, cfg.Cluster, cfg.Service, cfg.WorkerID = ring.Region, ring.Cluster, ring.Service, o.workerID
 	cfg.WindowMinutes = o.ring.windowMinutes
+	cfg.Policies = policies
 	cfg.Logger = parent
 	if scanner, err = worker.New(cfg, store, client.Guard(), exec); err != nil {
 		return err
@@ -123,7 +139,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(worker.NewMetrics(scanner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	stopHTTP, err := serveWorkerHTTP(o.httpAddr, workerIdentity{o.workerID, client.Incarnation(), client.Guard()}, reg, log)
+	stopHTTP, err := serveWorkerHTTP(o.httpAddr, workerIdentity{o.workerID, client.Incarnation(), client.Guard(), scanner.LeaseFit}, reg, log)
 	if err != nil {
 		return err
 	}
@@ -155,14 +171,29 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	return nil
 }
 
+// policies loads --retry-policy: the zero Set (the built-in policy with --max-attempts) without
+// one. With one, --max-attempts would be overridden by the file without a word: refused.
+func (o workerOptions) policies() (retrypolicy.Set, error) {
+	if o.retryPolicy == "" {
+		return retrypolicy.Set{}, nil
+	}
+	if o.maxAttemptsSet {
+		return retrypolicy.Set{}, fmt.Errorf("--max-attempts cannot be combined with --retry-policy: set max_attempts in %s (under default: for every step, or under a step)", o.retryPolicy)
+	}
+	return retrypolicy.Load(o.retryPolicy)
+}
+
 // workerIdentity is what the worker's HTTP endpoints report: who it is (the incarnation tells one
-// launch from the next under the same id) and the guard that says whether it holds a usable lease.
+// launch from the next under the same id), the guard that says whether it holds a usable lease,
+// and whether its timeouts fit that lease ("" when they do).
 type workerIdentity struct {
 	workerID, incarnation string
 	guard                 *lease.Guard
+	leaseFit              func() string
 }
 
-// serveWorkerHTTP serves /healthz (alive), /readyz (a usable lease is held) and /metrics.
+// serveWorkerHTTP serves /healthz (alive), /readyz (a usable lease that its timeouts fit is held)
+// and /metrics.
 func serveWorkerHTTP(addr string, id workerIdentity, reg *prometheus.Registry, log zerolog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
@@ -192,9 +223,15 @@ func workerMux(id workerIdentity, reg *prometheus.Registry) *http.ServeMux {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		l, err := id.guard.Check(0)
+		// A lease its timeouts do not fit is no readiness either: the guard refuses them for
+		// part of every renewal period.
+		reason := id.leaseFit()
 		if err != nil {
+			reason = err.Error()
+		}
+		if reason != "" {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{
-				"ready": false, "reason": err.Error(), "worker_id": id.workerID, "incarnation": id.incarnation,
+				"ready": false, "reason": reason, "worker_id": id.workerID, "incarnation": id.incarnation,
 			})
 			return
 		}

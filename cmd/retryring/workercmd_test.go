@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +16,17 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// TestWorkerEndpoints: /readyz answers 503 with the reason until a usable lease is held, then 200
-// with the lease; both it and /healthz say which worker and which launch of it answered; /metrics
-// serves the registry; other routes and methods are refused.
+// TestWorkerEndpoints: /readyz answers 503 with the reason until a usable lease is held, and
+// while the worker's timeouts do not fit it, then 200 with the lease; both it and /healthz say
+// which worker and which launch of it answered; /metrics serves the registry; other routes and
+// methods are refused.
 func TestWorkerEndpoints(t *testing.T) {
 	g := lease.NewGuard(lease.SystemClock{}, 100*time.Millisecond)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "retryring_probe_total", Help: "probe"}))
-	srv := httptest.NewServer(workerMux(workerIdentity{"w7", "inc-42", g}, reg))
+	misfit := "--exec-timeout 5s + 100ms margin does not fit in the 1s a lease holds at least"
+	fit := misfit
+	srv := httptest.NewServer(workerMux(workerIdentity{"w7", "inc-42", g, func() string { return fit }}, reg))
 	defer srv.Close()
 
 	get := func(path string) (int, map[string]any) {
@@ -51,6 +56,10 @@ func TestWorkerEndpoints(t *testing.T) {
 		NodeIndex: 1, NodeCount: 2, Epoch: 9, TTL: time.Minute, ValidFrom: time.Now(),
 		Ranges: lease.Ranges{{Start: 0, End: lease.MaxToken}},
 	})
+	if code, b := get("/readyz"); code != 503 || b["ready"] != false || b["reason"] != misfit {
+		t.Errorf("readyz with a lease its timeouts do not fit: %d %v", code, b)
+	}
+	fit = ""
 	code, b := get("/readyz")
 	if code != 200 || b["ready"] != true || b["epoch"] != float64(9) || b["node_index"] != float64(1) || b["worker_id"] != "w7" {
 		t.Errorf("readyz with a lease: %d %v", code, b)
@@ -78,5 +87,39 @@ func TestWorkerEndpoints(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /readyz: %d, want 405", resp.StatusCode)
+	}
+}
+
+// TestWorkerRetryPolicyFlags: a policy file the worker cannot use stops it before it connects to
+// anything, with an error that names the file's line; so does --max-attempts (flag or
+// environment) beside --retry-policy, which the file would silently override.
+func TestWorkerRetryPolicyFlags(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	bad := write("bad.yaml", "default:\n  max_attempts: 3\nPayment:\n  max_atempts: 5\n")
+	good := write("good.yaml", "default:\n  max_attempts: 3\n")
+	run := func(args ...string) error {
+		cmd := newRootCommand()
+		cmd.SetArgs(append([]string{"worker", "--http-addr", "", "--cassandra", "127.0.0.1:1"}, args...))
+		return cmd.Execute()
+	}
+	if err := run("--retry-policy", bad); err == nil || !strings.Contains(err.Error(), bad+":4:") || !strings.Contains(err.Error(), "max_atempts") {
+		t.Errorf("bad policy file: %v; want an error naming %s:4 and the key", err, bad)
+	}
+	if err := run("--retry-policy", filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing policy file: %v", err)
+	}
+	if err := run("--retry-policy", good, "--max-attempts", "4"); err == nil || !strings.Contains(err.Error(), "set max_attempts in "+good) {
+		t.Errorf("--max-attempts with --retry-policy: %v; want to be told to set max_attempts in the file", err)
+	}
+	t.Setenv("RETRYRING_MAX_ATTEMPTS", "4")
+	if err := run("--retry-policy", good); err == nil || !strings.Contains(err.Error(), "--max-attempts cannot be combined") {
+		t.Errorf("RETRYRING_MAX_ATTEMPTS with --retry-policy: %v", err)
 	}
 }
