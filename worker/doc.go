@@ -46,7 +46,35 @@
 // Every query and every execution goes through the guard first, with its own timeout as the
 // validity it needs, and runs bounded by that timeout. A refusal keeps what it interrupted: the
 // bucket and the instance stay whole for a later pass, by this worker or the next owner of the
-// token.
+// token. Refusals are counted and logged as one line per 10 s with the count by reason; a kept
+// bucket's line says why its rows were left (guard refusal, paused, breaker open, failed query,
+// in progress elsewhere, ...).
+//
+// # Before an execution starts
+//
+// A row whose marker calls for a call is held (left unfinished, its bucket kept, no attempt
+// used, no IN_PROGRESS written) while:
+//   - the operator paused the ring (the lease's controls, docs/protocol.md section 7.2): then no
+//     traversal starts either, and one under way stops at the next window; calls in flight finish
+//     and settle;
+//   - the operator paused its impl type;
+//   - the circuit breaker of its impl type is open (breaker.go): at least half of the last 50
+//     executions of the type (20 at least) were transient; after a cool-off of 10 s (doubling
+//     while probes fail, 5 min at most) three probes go, and the breaker closes when they succeed;
+//   - it waits for a token of the throttle, whose rate is this worker's share of the ring's limit
+//     (rate_per_s) capped by Config.MaxRate; the guard is asked after the wait, never before it,
+//     and a row whose lease changed epoch meanwhile is held too (its marker may be stale).
+//
+// # What the worker says about itself
+//
+// LeaseFit checks the timeouts against the least validity of the lease in force, TTL − 2 ×
+// renewal of the element (not any flag): when they do not fit, the guard refuses them for part of
+// every renewal period, so the worker logs an error naming the figures and the flag to change,
+// and the binary's /readyz answers 503 with that reason. Report is what ring.report carries:
+// executions by outcome, dead letters, guard refusals, breakers not closed, the oldest readable
+// window its last complete pass left unfinished and the rows it left there, and, from Node-0,
+// the oldest live window of the whole directory. Metrics exposes the counters and the gauges
+// (lease_fit, paused, execution_rate_limit, breaker_state per impl type).
 //
 // Wiring it up:
 //
@@ -55,7 +83,8 @@
 //	sc, err := worker.New(worker.Config{
 //		Region: "eu", Cluster: "c1", Service: "orders", WorkerID: "worker-1",
 //	}, st, leaseClient.Guard(), ex)
-//	// leaseclient.Config{Drain: sc.Drain} lets the lease client wait for work on dropped tokens.
+//	// leaseclient.Config{Drain: sc.Drain, Report: sc.Report} lets the lease client wait for work
+//	// on dropped tokens and send what the worker saw.
 //	prometheus.MustRegister(worker.NewMetrics(sc))
 //	go sc.Run(ctx) // cycles until ctx ends; sc.Stats() for counters
 package worker

@@ -140,6 +140,7 @@ func run(ctx context.Context, o options) error {
 		Drain: func(ctx context.Context, old, next lease.Lease) error {
 			return scanner.Drain(ctx, old, next)
 		},
+		Report: func() lease.Report { return scanner.Report() }, // what the operator sees of us
 	})
 	if err != nil {
 		return err
