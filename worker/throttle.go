@@ -73,11 +73,14 @@ func (t *throttle) apply(c *lease.Controls, now time.Time) {
 	t.lim.SetBurstAt(now, burstOf(limit))
 }
 
-// limit is the rate in force, executions per second (+Inf: none).
+// limit is the rate in force, executions per second (+Inf: none; rate.Inf is a finite float).
 func (t *throttle) limit() float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return float64(t.lim.Limit())
+	if l := t.lim.Limit(); l != rate.Inf {
+		return float64(l)
+	}
+	return math.Inf(1)
 }
 
 // take takes a token at now if one is there. Otherwise it says how long until the next one, or

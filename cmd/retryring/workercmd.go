@@ -98,6 +98,14 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err != nil {
 		return err
 	}
+	cfg := o.cfg
+	cfg.Region, cfg.Cluster, cfg.Service, cfg.WorkerID = ring.Region, ring.Cluster, ring.Service, o.workerID
+	cfg.WindowMinutes = o.ring.windowMinutes
+	cfg.Policies = policies
+	cfg.Logger = parent
+	if err := cfg.Validate(); err != nil { // before anything connects: a bad flag is said at once
+		return err
+	}
 
 	session, err := cassandra.Connect(ctx, o.cf.config())
 	if err != nil {
@@ -128,11 +136,6 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg := o.cfg
-	cfg.Region, cfg.Cluster, cfg.Service, cfg.WorkerID = ring.Region, ring.Cluster, ring.Service, o.workerID
-	cfg.WindowMinutes = o.ring.windowMinutes
-	cfg.Policies = policies
-	cfg.Logger = parent
 	if scanner, err = worker.New(cfg, store, client.Guard(), exec); err != nil {
 		return err
 	}

@@ -91,8 +91,8 @@ func TestWorkerEndpoints(t *testing.T) {
 }
 
 // TestWorkerRetryPolicyFlags: a policy file the worker cannot use stops it before it connects to
-// anything, with an error that names the file's line; so does --max-attempts (flag or
-// environment) beside --retry-policy, which the file would silently override.
+// anything, with an error that names the file's line; so do --max-attempts (flag or environment)
+// beside --retry-policy, which the file would silently override, and a negative --max-rate.
 func TestWorkerRetryPolicyFlags(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) string {
@@ -117,6 +117,9 @@ func TestWorkerRetryPolicyFlags(t *testing.T) {
 	}
 	if err := run("--retry-policy", good, "--max-attempts", "4"); err == nil || !strings.Contains(err.Error(), "set max_attempts in "+good) {
 		t.Errorf("--max-attempts with --retry-policy: %v; want to be told to set max_attempts in the file", err)
+	}
+	if err := run("--max-rate", "-1"); err == nil || !strings.Contains(err.Error(), "max rate -1") {
+		t.Errorf("--max-rate -1: %v; want it refused before connecting", err)
 	}
 	t.Setenv("RETRYRING_MAX_ATTEMPTS", "4")
 	if err := run("--retry-policy", good); err == nil || !strings.Contains(err.Error(), "--max-attempts cannot be combined") {
