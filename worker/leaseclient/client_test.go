@@ -257,9 +257,7 @@ func TestReconnectAfterServerClosesConnection(t *testing.T) {
 	f := startFake(t, "c1", clock, sq)
 	h := startClient(t, clock, []string{f.addr}, nil)
 	waitElements(t, h.c, 2)
-	f.quiesce(t)
-	f.dropConnections()
-	f.set(func(f *fakeCoord) { f.silent = false })
+	f.cut(t)
 	eventually(t, "a second connection", func() bool {
 		n := 0
 		f.read(func(f *fakeCoord) { n = len(f.setups) })
@@ -641,9 +639,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	waitElements(t, c, 2)
-	leader.quiesce(t)
-	leader.dropConnections()
-	leader.set(func(f *fakeCoord) { f.silent = false })
+	leader.cut(t)
 	waitElements(t, c, c.Stats().Elements+2)
 	leader.set(func(f *fakeCoord) {
 		f.assign.Epoch, f.assign.NodeIndex, f.assign.NodeCount = 2, 1, 2

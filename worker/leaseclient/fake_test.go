@@ -220,6 +220,15 @@ func (f *fakeCoord) quiesce(t *testing.T) {
 	}
 }
 
+// cut makes the client reconnect the way -race tolerates: quiesce, close every connection, then
+// answer again.
+func (f *fakeCoord) cut(t *testing.T) {
+	t.Helper()
+	f.quiesce(t)
+	f.dropConnections()
+	f.set(func(f *fakeCoord) { f.silent = false })
+}
+
 func (f *fakeCoord) tryQuiesce(bound time.Duration) bool {
 	f.set(func(f *fakeCoord) { f.silent = true })
 	deadline := time.Now().Add(bound)

@@ -115,10 +115,8 @@ func TestFailedReportsLeaveTheStreamAlone(t *testing.T) {
 	}
 
 	// A new connection (perhaps to an upgraded coordinator) reports again.
-	f.quiesce(t)
 	f.set(func(f *fakeCoord) { f.reportErr = "" })
-	f.dropConnections()
-	f.set(func(f *fakeCoord) { f.silent = false })
+	f.cut(t)
 	eventually(t, "a report on the new connection", func() bool {
 		n := 0
 		f.read(func(f *fakeCoord) { n = len(f.reports) })
