@@ -44,8 +44,10 @@ func (r CycleResult) Progress() bool {
 func (s *Scanner) Cycle(ctx context.Context) (CycleResult, error) {
 	before := s.Stats()
 	var res CycleResult
-	s.LeaseFit() // says so, once, when the lease in force leaves the timeouts no room
-	defer s.refusals.flush(s, s.now())
+	// Say so, once, when the lease in force leaves the timeouts no room; and say at the end the
+	// refusals of a long cycle that no later refusal would bring out.
+	s.LeaseFit()
+	defer func() { s.refusals.flush(s, s.now()) }()
 	if c := s.controls(); c != nil && c.Paused {
 		res.Paused = true
 		return res, nil
@@ -163,7 +165,7 @@ func (s *Scanner) scanWindow(ctx context.Context, w window.Window, res *CycleRes
 	if err != nil {
 		return s.refused(err)
 	}
-	if l.Controls != nil && l.Controls.Paused {
+	if c := s.controls(); c != nil && c.Paused {
 		return errRingPaused
 	}
 	for _, rg := range l.Ranges {
