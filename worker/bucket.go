@@ -66,6 +66,50 @@ func (r *bucketRun) why() string {
 	return strings.Join(parts, ", ")
 }
 
+// reasons are the names of why's reasons, without their counts, sorted: what keptLog compares.
+func (r *bucketRun) reasons() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := make([]string, 0, len(r.held))
+	for why := range r.held {
+		names = append(names, why)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// keptLog remembers the reasons each kept bucket was last logged with. A bucket kept pass after
+// pass (an open breaker, a pause of its step, a marker held elsewhere) is logged at info when its
+// reasons change and at debug otherwise: an outage must not write a line per bucket per pass.
+type keptLog struct {
+	mu   sync.Mutex
+	said map[cassandra.BucketKey]string
+}
+
+// maxKeptLog bounds keptLog's memory; past it, every kept bucket is said again once.
+const maxKeptLog = 10_000
+
+// changed records reasons for key and reports whether they differ from the last ones.
+func (k *keptLog) changed(key cassandra.BucketKey, reasons string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if last, ok := k.said[key]; ok && last == reasons {
+		return false
+	}
+	if k.said == nil || len(k.said) >= maxKeptLog {
+		k.said = map[cassandra.BucketKey]string{}
+	}
+	k.said[key] = reasons
+	return true
+}
+
+// forget drops a bucket that is gone.
+func (k *keptLog) forget(key cassandra.BucketKey) {
+	k.mu.Lock()
+	delete(k.said, key)
+	k.mu.Unlock()
+}
+
 // heldError leaves a row unfinished on purpose, for a reason that is not a failure: its bucket is
 // kept and a later pass takes the row up again, no attempt used.
 type heldError struct{ why string }
@@ -178,7 +222,11 @@ func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 	}
 	if kept {
 		s.count(&s.stats.BucketsKept)
-		s.log.Info().Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).
+		ev := s.log.Debug()
+		if s.kept.changed(k, run.reasons()) {
+			ev = s.log.Info()
+		}
+		ev.Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).
 			Int64("rows_seen", seen).Int64("rows_finished", finished).Bool("read_whole", run.complete).
 			Str("why", run.why()).Msg("bucket kept")
 		return false
@@ -199,6 +247,7 @@ func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 		return false
 	}
 	s.count(&s.stats.BucketsDeleted)
+	s.kept.forget(k)
 	return true
 }
 

@@ -164,9 +164,10 @@ func TestNoShareOfTheRateHoldsRows(t *testing.T) {
 
 // TestBreakerStopsCallsDuringAnOutage: a downstream that answers 503 to everything opens the
 // step's breaker after 20 transient failures; the calls stop, the rest of the rows stay with
-// their attempts unused; during the cool-off nothing is called; after it, once the downstream is
-// back, the probes succeed, the breaker closes and every row runs: the ones that never ran as
-// their first attempt, the ones that failed at their window as their second.
+// their attempts unused; during the cool-off nothing is called, and the kept bucket is said once
+// at info, not once per pass; after it, once the downstream is back, the probes succeed, the
+// breaker closes and every row runs: the ones that never ran as their first attempt, the ones
+// that failed at their window as their second.
 func TestBreakerStopsCallsDuringAnOutage(t *testing.T) {
 	e := newEnv(t, 1, noon)
 	txs := ids("tx", 60)
@@ -183,6 +184,8 @@ func TestBreakerStopsCallsDuringAnOutage(t *testing.T) {
 	}}
 	cfg := e.config("w0")
 	cfg.Concurrency = 1 // each outcome is known before the next call: the count is exact
+	logs := &logLines{}
+	cfg.Logger = zerolog.New(logs).Level(zerolog.InfoLevel)
 	sc := e.scanner(cfg, e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
 
 	res, err := sc.Cycle(context.Background())
@@ -213,6 +216,10 @@ func TestBreakerStopsCallsDuringAnOutage(t *testing.T) {
 	res, err = sc.Cycle(context.Background())
 	if err != nil || res.Stats.Executed != 0 || res.Stats.BreakerRefused == 0 {
 		t.Fatalf("during the cool-off: %+v, %v; want no call", res.Stats, err)
+	}
+
+	if kept := logs.with(t, "bucket kept"); len(kept) != 1 || kept[0]["level"] != "info" || !strings.Contains(kept[0]["why"].(string), "breaker open") {
+		t.Errorf("bucket kept lines %v; want one at info saying the breaker is open, however many passes keep it", kept)
 	}
 
 	e.clock.Advance(breakerCoolOff)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
 )
@@ -152,7 +153,8 @@ func TestGuardRefusalsAreLoggedReadably(t *testing.T) {
 	}
 }
 
-// TestKeptBucketSaysWhy: the reasons a bucket's rows were left, commonest first.
+// TestKeptBucketSaysWhy: the reasons a bucket's rows were left, commonest first, and when they
+// are worth a line at info.
 func TestKeptBucketSaysWhy(t *testing.T) {
 	run := &bucketRun{}
 	for i := 0; i < 3; i++ {
@@ -164,6 +166,28 @@ func TestKeptBucketSaysWhy(t *testing.T) {
 	run.hold(errElsewhere)
 	if got, want := run.why(), "breaker open ×3, failed query ×1, guard refusal ×1, impl paused ×1, in progress elsewhere ×1"; got != want {
 		t.Errorf("why = %q, want %q", got, want)
+	}
+
+	// A bucket kept pass after pass for the same reasons is said once; new reasons, or the same
+	// bucket after it was deleted and written again, are said again.
+	var kl keptLog
+	key := cassandra.BucketKey{InstanceID: "pod-a"}
+	for i, want := range []bool{true, false, false} {
+		if got := kl.changed(key, run.reasons()); got != want {
+			t.Errorf("pass %d: changed %v, want %v", i, got, want)
+		}
+	}
+	run.hold(errBreakerOpen) // another count, the same reasons
+	if kl.changed(key, run.reasons()) {
+		t.Error("a count that changed was taken for new reasons")
+	}
+	run.hold(errNotSent)
+	if !kl.changed(key, run.reasons()) {
+		t.Error("a new reason was not said")
+	}
+	kl.forget(key)
+	if !kl.changed(key, run.reasons()) {
+		t.Error("a bucket deleted and kept again was not said")
 	}
 }
 

@@ -50,6 +50,7 @@ type Scanner struct {
 	tokenTurn chan struct{} // the one row waiting for a token of the throttle
 	ctlLog    controlsLog
 	refusals  refusalLog
+	kept      keptLog
 	fit       fitLog
 	backlog   backlog
 }
