@@ -142,10 +142,13 @@ func (b *breaker) open(now time.Time, coolOff time.Duration) {
 type breakers struct {
 	mu sync.Mutex
 	m  map[string]*breaker
+	// disabled admits every execution (Config.NoBreaker); the breakers still count, so the
+	// report shows what they would have done.
+	disabled bool
 }
 
-func newBreakers(impls []string) *breakers {
-	bs := &breakers{m: map[string]*breaker{}}
+func newBreakers(impls []string, disabled bool) *breakers {
+	bs := &breakers{m: map[string]*breaker{}, disabled: disabled}
 	for _, impl := range impls {
 		bs.of(impl)
 	}
@@ -179,7 +182,7 @@ func (bs *breakers) admit(impl string, now time.Time) (breakerTicket, bool) {
 	defer bs.mu.Unlock()
 	b := bs.of(impl)
 	a, ok := b.admit(now)
-	return breakerTicket{b: b, a: a}, ok
+	return breakerTicket{b: b, a: a}, ok || bs.disabled
 }
 
 func (bs *breakers) settle(t breakerTicket, transient bool, now time.Time) {

@@ -243,7 +243,7 @@ func (m *breakerModel) abandon(t *rapid.T, a admission) {
 // TestBreakersAreBounded: impl types past the cap share one breaker, so that neither memory nor
 // the gauge's labels grow with whatever a writer puts in the directory.
 func TestBreakersAreBounded(t *testing.T) {
-	bs := newBreakers([]string{"Payment", "Ship"})
+	bs := newBreakers([]string{"Payment", "Ship"}, false)
 	now := clocktest.Start
 	for i := 0; i < 3*maxBreakers; i++ {
 		if _, ok := bs.admit(fmt.Sprintf("impl-%d", i), now); !ok {
@@ -265,5 +265,25 @@ func TestBreakersAreBounded(t *testing.T) {
 	o, _ := bs.admit("impl-2000", now)
 	if a.b != o.b || a.b != bs.m[overflowBreaker] {
 		t.Error("two impl types past the cap do not share the overflow breaker")
+	}
+}
+
+// TestBreakersDisabledAdmitEverything: with NoBreaker the breakers still count (the report shows
+// them open) but every execution is admitted.
+func TestBreakersDisabledAdmitEverything(t *testing.T) {
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	bs := newBreakers(nil, true)
+	for i := 0; i < 50; i++ {
+		tk, ok := bs.admit("Payment", now)
+		if !ok {
+			t.Fatalf("execution %d refused by a disabled breaker", i)
+		}
+		bs.settle(tk, true, now)
+	}
+	if v := bs.view(now); len(v) != 1 || v[0].state != breakerOpen {
+		t.Fatalf("breakers %+v; want Payment's counted open", v)
+	}
+	if _, ok := bs.admit("Payment", now); !ok {
+		t.Fatal("an open but disabled breaker refused")
 	}
 }

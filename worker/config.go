@@ -90,6 +90,10 @@ type Config struct {
 	// delay, and how its answers are classified (an executor classifies; the HTTP executor takes
 	// the same Set). The zero Set is the built-in policy with MaxAttempts and MaxRetryDelay.
 	Policies retrypolicy.Set
+	// NoBreaker turns the circuit breaker off: every execution the controls admit is sent, however
+	// many transient answers came before (for a downstream with a breaker of its own, and to measure
+	// what the breaker saves).
+	NoBreaker bool
 	// MaxAttempts is the number of executions after which a transient failure is dead-lettered,
 	// for a zero Policies. Default DefaultMaxAttempts.
 	MaxAttempts int

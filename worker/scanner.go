@@ -75,7 +75,7 @@ func New(cfg Config, store Store, guard Guard, exec Executor) (*Scanner, error) 
 		log:       cfg.Logger.With().Str("component", "worker").Str("worker_id", cfg.WorkerID).Logger(),
 		sem:       make(chan struct{}, cfg.Concurrency),
 		inflight:  newInflight(),
-		breakers:  newBreakers(slices.Sorted(maps.Keys(cfg.Policies.Steps))),
+		breakers:  newBreakers(slices.Sorted(maps.Keys(cfg.Policies.Steps)), cfg.NoBreaker),
 		throttle:  newThrottle(cfg.MaxRate),
 		tokenTurn: make(chan struct{}, 1),
 	}, nil

@@ -7,7 +7,7 @@
 // (goal 0), the most calls one step received, and the time from the recovery until every step was
 // done. Each -variant is a run of its own, same binary, same machine, one after the other; a
 // variant is a name and worker flags, e.g. "breaker=" (the default worker) and
-// "no-breaker=--breaker=false".
+// "no-breaker=--no-breaker".
 //
-//	go run ./bench/outage -count 20000 -outage 5m -variant breaker= -variant no-breaker=--breaker=false
+//	go run ./bench/outage -count 20000 -outage 5m -variant breaker= -variant no-breaker=--no-breaker
 package main

@@ -69,6 +69,7 @@ On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish with
 	fs.DurationVar(&o.cfg.MaxClockOffset, "max-clock-offset", worker.DefaultMaxClockOffset, "bound on any writer's clock error")
 	fs.IntVar(&o.cfg.MaxAttempts, "max-attempts", worker.DefaultMaxAttempts, "executions before a transient failure is dead-lettered (with --retry-policy: max_attempts in the file)")
 	fs.StringVar(&o.retryPolicy, "retry-policy", "", "YAML file of per-step retry policies (attempts, max delay, status classes), keyed by stacksaga_impl_type with a default entry")
+	fs.BoolVar(&o.cfg.NoBreaker, "no-breaker", false, "turn the circuit breaker off: send every admitted execution however many transient answers came before")
 	fs.Float64Var(&o.cfg.MaxRate, "max-rate", 0, "executions per second at most, below this worker's share of the ring's rate limit (0: no cap)")
 	fs.DurationVar(&o.cfg.QueryTimeout, "query-timeout", worker.DefaultQueryTimeout, "timeout of each CQL query (the guard demands it)")
 	fs.DurationVar(&o.cfg.ExecTimeout, "exec-timeout", worker.DefaultExecTimeout, "timeout of each execution (the guard demands it)")
