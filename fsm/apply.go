@@ -30,6 +30,16 @@ func (s *State) Apply(c Command) error {
 		return s.applyExpire(c)
 	case *Assign:
 		return s.applyAssign(c)
+	case *CommitTiming:
+		return s.applyCommitTiming(c)
+	case *RetireTiming:
+		return s.applyRetireTiming(c)
+	case *Pause:
+		return s.applyPause(c)
+	case *Resume:
+		return s.applyResume(c)
+	case *Limit:
+		return s.applyLimit(c)
 	case nil:
 		return fmt.Errorf("%w: nil command", ErrMalformed)
 	default:
@@ -55,6 +65,16 @@ func pointerTo(c Command) Command {
 	case Expire:
 		return &c
 	case Assign:
+		return &c
+	case CommitTiming:
+		return &c
+	case RetireTiming:
+		return &c
+	case Pause:
+		return &c
+	case Resume:
+		return &c
+	case Limit:
 		return &c
 	}
 	return nil

@@ -21,37 +21,73 @@ const (
 	TypeRelease             CommandType = 6
 	TypeExpire              CommandType = 7
 	TypeAssign              CommandType = 8
+	TypeCommitTiming        CommandType = 9
+	TypeRetireTiming        CommandType = 10
+	TypePause               CommandType = 11
+	TypeResume              CommandType = 12
+	TypeLimit               CommandType = 13
 )
 
-// commandNames are the names logs and transcripts give the command types.
-var commandNames = map[CommandType]string{
-	TypeRegisterCoordinator: "register_coordinator",
-	TypeRemoveCoordinator:   "remove_coordinator",
-	TypeJoin:                "join",
-	TypeDown:                "down",
-	TypeLeave:               "leave",
-	TypeRelease:             "release",
-	TypeExpire:              "expire",
-	TypeAssign:              "assign",
+// Version is the FSM version of this build: it knows every command type, body version and
+// snapshot format introduced up to it. Version 1 is the lease commands (types 1 to 8); version 2
+// adds the lease timing (9, 10) and the flow controls (11 to 13), and snapshots of format 2.
+//
+// A coordinator registers its version (Coordinator.FSMVersion) and the leader proposes a command
+// only once every server of the Raft configuration registered a version at least its Since: the
+// version gate. A node that meets an entry it does not know anyway (an old node added to an
+// upgraded cluster) stops applying (FSM.Halted): skipping it would leave it with another state
+// than its peers, for instance a ring that the others hold paused.
+const Version = 2
+
+// commandInfo is what this build knows of a command type: its name in logs, the body version
+// Encode writes (the second byte of the entry) and the FSM version that introduced the type.
+//
+// A body that a node not knowing the change would apply differently needs a new body version
+// (and an FSM version that introduces it); a field such a node may ignore without changing its
+// state needs none (Coordinator.FSMVersion: only the leader's version gate reads it).
+type commandInfo struct {
+	name  string
+	body  uint8
+	since int
+}
+
+var commands = map[CommandType]commandInfo{
+	TypeRegisterCoordinator: {"register_coordinator", 1, 1},
+	TypeRemoveCoordinator:   {"remove_coordinator", 1, 1},
+	TypeJoin:                {"join", 1, 1},
+	TypeDown:                {"down", 1, 1},
+	TypeLeave:               {"leave", 1, 1},
+	TypeRelease:             {"release", 1, 1},
+	TypeExpire:              {"expire", 1, 1},
+	TypeAssign:              {"assign", 1, 1},
+	TypeCommitTiming:        {"commit_timing", 1, 2},
+	TypeRetireTiming:        {"retire_timing", 1, 2},
+	TypePause:               {"pause", 1, 2},
+	TypeResume:              {"resume", 1, 2},
+	TypeLimit:               {"limit", 1, 2},
 }
 
 // String is the type's name in snake case, as logs print it; "unknown(n)" for a type this node
 // does not know.
 func (t CommandType) String() string {
-	if name, ok := commandNames[t]; ok {
-		return name
+	if info, ok := commands[t]; ok {
+		return info.name
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
 
-// Version is the second byte of every log entry: the version of the JSON body of its type. A node
-// skips an entry whose version is newer than it knows.
-const Version uint8 = 1
+// Since is the FSM version that introduced the command type: the version every server must have
+// registered before the leader proposes it. 0 for a type this build does not know.
+func (t CommandType) Since() int { return commands[t].since }
 
 // Errors of Apply. They come back as the response of the raft log entry; the state is unchanged.
 var (
-	// ErrUnknownCommand: the entry's type or version is not known to this node; it was skipped.
+	// ErrUnknownCommand: the entry's type or body version is not known to this node's FSM
+	// version. The FSM halts on it (FSM.Halted).
 	ErrUnknownCommand = errors.New("fsm: unknown command type or version")
+	// ErrHalted: the FSM stopped applying at an entry it does not know; nothing after it is
+	// applied until the node runs a version that knows it.
+	ErrHalted = errors.New("fsm: halted at an unknown command")
 	// ErrMalformed: the entry could not be decoded, or it is not well formed (a join without a
 	// worker id; an assignment of epoch 0, with a node index out of range or a range that starts
 	// past its end; an Assign that names a member or an epoch twice).
@@ -143,6 +179,47 @@ type Assignment struct {
 	Ranges      lease.Ranges `json:"ranges"`
 }
 
+// CommitTiming records the lease timing the leader runs with. A leader commits it before it
+// sends any lease, so that every later leader can bound the leases it may have sent.
+type CommitTiming struct {
+	Timing LeaseTiming `json:"timing"`
+}
+
+// RetireTiming lowers the longest committed timing to Keep, the timing in force: the leader that
+// proposes it has waited, past its election, for the leader lease plus the holder bound of
+// Retire, so no lease sent under Retire can still be in use. It changes nothing unless Retire is
+// still the longest and Keep still the timing in force (a decision taken on an older state).
+type RetireTiming struct {
+	Retire LeaseTiming `json:"retire"`
+	Keep   LeaseTiming `json:"keep"`
+}
+
+// Pause pauses a ring: the whole ring when Impl is empty (no traversal, no execution), else the
+// executions of the named stacksaga impl types, added to those already paused. The ring need not
+// exist yet. AtMs is the leader's wall clock, for people (Controls.SinceMs).
+type Pause struct {
+	Ring   lease.RingKey `json:"ring"`
+	Impl   []string      `json:"impl,omitempty"`
+	Reason string        `json:"reason,omitempty"`
+	AtMs   int64         `json:"at_ms"`
+}
+
+// Resume ends a pause: every pause of the ring when Impl is empty, else the pauses of the named
+// impl types (a pause of the whole ring stays).
+type Resume struct {
+	Ring lease.RingKey `json:"ring"`
+	Impl []string      `json:"impl,omitempty"`
+	AtMs int64         `json:"at_ms"`
+}
+
+// Limit sets the ring's execution rate limit to PerSecond (> 0, finite), or clears it.
+type Limit struct {
+	Ring      lease.RingKey `json:"ring"`
+	PerSecond float64       `json:"per_second,omitempty"`
+	Clear     bool          `json:"clear,omitempty"`
+	AtMs      int64         `json:"at_ms"`
+}
+
 // Type implements Command.
 func (RegisterCoordinator) Type() CommandType { return TypeRegisterCoordinator }
 
@@ -167,22 +244,46 @@ func (Expire) Type() CommandType { return TypeExpire }
 // Type implements Command.
 func (Assign) Type() CommandType { return TypeAssign }
 
-// Encode serializes a command as [type][version][JSON].
+// Type implements Command.
+func (CommitTiming) Type() CommandType { return TypeCommitTiming }
+
+// Type implements Command.
+func (RetireTiming) Type() CommandType { return TypeRetireTiming }
+
+// Type implements Command.
+func (Pause) Type() CommandType { return TypePause }
+
+// Type implements Command.
+func (Resume) Type() CommandType { return TypeResume }
+
+// Type implements Command.
+func (Limit) Type() CommandType { return TypeLimit }
+
+// Encode serializes a command as [type][body version][JSON].
 func Encode(c Command) ([]byte, error) {
+	info, ok := commands[c.Type()]
+	if !ok {
+		return nil, fmt.Errorf("fsm: encode %T: type %d has no entry", c, c.Type())
+	}
 	body, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("fsm: encode %T: %w", c, err)
 	}
-	return append([]byte{byte(c.Type()), Version}, body...), nil
+	return append([]byte{byte(c.Type()), info.body}, body...), nil
 }
 
-// Decode parses an entry. Unknown types and newer versions give ErrUnknownCommand.
-func Decode(b []byte) (Command, error) {
+// Decode parses an entry as a node of this build's Version does.
+func Decode(b []byte) (Command, error) { return decodeAt(b, Version) }
+
+// decodeAt parses an entry as a node of FSM version v does: a type v does not know, or a newer
+// body version, gives ErrUnknownCommand.
+func decodeAt(b []byte, v int) (Command, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
-	if b[1] > Version {
-		return nil, fmt.Errorf("%w: type %d version %d", ErrUnknownCommand, b[0], b[1])
+	info, ok := commands[CommandType(b[0])]
+	if !ok || info.since > v || b[1] > info.body {
+		return nil, fmt.Errorf("%w: type %d version %d (this node runs FSM version %d)", ErrUnknownCommand, b[0], b[1], v)
 	}
 	var c Command
 	switch CommandType(b[0]) {
@@ -202,8 +303,16 @@ func Decode(b []byte) (Command, error) {
 		c = &Expire{}
 	case TypeAssign:
 		c = &Assign{}
-	default:
-		return nil, fmt.Errorf("%w: type %d", ErrUnknownCommand, b[0])
+	case TypeCommitTiming:
+		c = &CommitTiming{}
+	case TypeRetireTiming:
+		c = &RetireTiming{}
+	case TypePause:
+		c = &Pause{}
+	case TypeResume:
+		c = &Resume{}
+	case TypeLimit:
+		c = &Limit{}
 	}
 	if err := json.Unmarshal(b[2:], c); err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrMalformed, b[0], err)

@@ -25,8 +25,16 @@ func oneOfEach() []fsm.Command {
 			{WorkerID: "w1", Incarnation: "i1", Epoch: 3, NodeIndex: 0, NodeCount: 2, Ranges: ranges},
 			{WorkerID: "w2", Incarnation: "i9", Epoch: 4, NodeIndex: 1, NodeCount: 2, Ranges: lease.Ranges{{Start: 0, End: 9}}},
 		}},
+		&fsm.CommitTiming{Timing: timing10s},
+		&fsm.RetireTiming{Retire: timing10s, Keep: timing3s},
+		&fsm.Pause{Ring: ringA, Impl: []string{"payment"}, Reason: "deploy", AtMs: 1700000000000},
+		&fsm.Resume{Ring: ringA, Impl: []string{"payment"}, AtMs: 1700000000001},
+		&fsm.Limit{Ring: ringA, PerSecond: 12.5, AtMs: 1700000000002},
 	}
 }
+
+// bodyVersion is the body version every command type of this build is written with.
+const bodyVersion = 1
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	seen := map[fsm.CommandType]bool{}
@@ -35,8 +43,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("encode %T: %v", c, err)
 		}
-		if fsm.CommandType(b[0]) != c.Type() || b[1] != fsm.Version {
-			t.Fatalf("%T: header %v, want type %d version %d", c, b[:2], c.Type(), fsm.Version)
+		if fsm.CommandType(b[0]) != c.Type() || b[1] != bodyVersion {
+			t.Fatalf("%T: header %v, want type %d version %d", c, b[:2], c.Type(), bodyVersion)
 		}
 		got, err := fsm.Decode(b)
 		if err != nil {
@@ -52,7 +60,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			t.Fatalf("%T by value encodes as %q (%v), by pointer as %q", c, v, err, b)
 		}
 	}
-	for typ := fsm.TypeRegisterCoordinator; typ <= fsm.TypeAssign; typ++ {
+	for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
 		if !seen[typ] {
 			t.Fatalf("command type %d is not covered by the round trip", typ)
 		}
@@ -65,7 +73,8 @@ func TestCommandTypeNames(t *testing.T) {
 	want := map[fsm.CommandType]string{
 		fsm.TypeRegisterCoordinator: "register_coordinator", fsm.TypeRemoveCoordinator: "remove_coordinator",
 		fsm.TypeJoin: "join", fsm.TypeDown: "down", fsm.TypeLeave: "leave", fsm.TypeRelease: "release",
-		fsm.TypeExpire: "expire", fsm.TypeAssign: "assign",
+		fsm.TypeExpire: "expire", fsm.TypeAssign: "assign", fsm.TypeCommitTiming: "commit_timing",
+		fsm.TypeRetireTiming: "retire_timing", fsm.TypePause: "pause", fsm.TypeResume: "resume", fsm.TypeLimit: "limit",
 	}
 	for _, c := range oneOfEach() {
 		if got := c.Type().String(); got != want[c.Type()] {
@@ -77,15 +86,35 @@ func TestCommandTypeNames(t *testing.T) {
 	}
 }
 
+// lastType is the highest command type of this build.
+const lastType = fsm.TypeLimit
+
+// TestCommandsSince: the lease commands are FSM version 1, what this change added is version 2,
+// and a type the build does not know was introduced by no version it knows.
+func TestCommandsSince(t *testing.T) {
+	for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
+		want := 1
+		if typ > fsm.TypeAssign {
+			want = 2
+		}
+		if got := typ.Since(); got != want {
+			t.Errorf("%s: since %d, want %d", typ, got, want)
+		}
+	}
+	if got := fsm.CommandType(200).Since(); got != 0 {
+		t.Errorf("unknown type: since %d, want 0", got)
+	}
+}
+
 func TestDecodeUnknownCommand(t *testing.T) {
 	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "w", Incarnation: "i"})
 	cases := map[string][]byte{
-		"type 0":                  {0, fsm.Version, '{', '}'},
-		"type 9":                  {9, fsm.Version, '{', '}'},
-		"type 255":                {255, fsm.Version, '{', '}'},
-		"newer version":           append([]byte{byte(fsm.TypeJoin), fsm.Version + 1}, join[2:]...),
-		"newer version, new body": {byte(fsm.TypeAssign), fsm.Version + 1, 0xff, 0x00},
-		"unknown type, no body":   {200, fsm.Version},
+		"type 0":                  {0, bodyVersion, '{', '}'},
+		"type 14":                 {byte(lastType) + 1, bodyVersion, '{', '}'},
+		"type 255":                {255, bodyVersion, '{', '}'},
+		"newer version":           append([]byte{byte(fsm.TypeJoin), bodyVersion + 1}, join[2:]...),
+		"newer version, new body": {byte(fsm.TypeAssign), bodyVersion + 1, 0xff, 0x00},
+		"unknown type, no body":   {200, bodyVersion},
 	}
 	for name, b := range cases {
 		if _, err := fsm.Decode(b); !errors.Is(err, fsm.ErrUnknownCommand) {
@@ -98,12 +127,12 @@ func TestDecodeMalformed(t *testing.T) {
 	cases := map[string][]byte{
 		"nil":           nil,
 		"one byte":      {byte(fsm.TypeJoin)},
-		"no body":       {byte(fsm.TypeJoin), fsm.Version},
-		"garbage":       append([]byte{byte(fsm.TypeRelease), fsm.Version}, "\x00\x01garbage"...),
-		"wrong shape":   append([]byte{byte(fsm.TypeAssign), fsm.Version}, `{"assignments":{"a":1}}`...),
-		"wrong type":    append([]byte{byte(fsm.TypeRelease), fsm.Version}, `{"epoch":"7"}`...),
-		"negative":      append([]byte{byte(fsm.TypeExpire), fsm.Version}, `{"up_to":-1}`...),
-		"token too big": append([]byte{byte(fsm.TypeAssign), fsm.Version}, `{"assignments":[{"ranges":[{"Start":9223372036854775808,"End":0}]}]}`...),
+		"no body":       {byte(fsm.TypeJoin), bodyVersion},
+		"garbage":       append([]byte{byte(fsm.TypeRelease), bodyVersion}, "\x00\x01garbage"...),
+		"wrong shape":   append([]byte{byte(fsm.TypeAssign), bodyVersion}, `{"assignments":{"a":1}}`...),
+		"wrong type":    append([]byte{byte(fsm.TypeRelease), bodyVersion}, `{"epoch":"7"}`...),
+		"negative":      append([]byte{byte(fsm.TypeExpire), bodyVersion}, `{"up_to":-1}`...),
+		"token too big": append([]byte{byte(fsm.TypeAssign), bodyVersion}, `{"assignments":[{"ranges":[{"Start":9223372036854775808,"End":0}]}]}`...),
 	}
 	for name, b := range cases {
 		if _, err := fsm.Decode(b); !errors.Is(err, fsm.ErrMalformed) {
@@ -179,8 +208,8 @@ func fuzzSeeds(tb failer, base *fsm.State) [][]byte {
 		}
 		out = append(out, b, b[:len(b)/2])
 	}
-	return append(out, nil, []byte{0}, []byte{byte(fsm.TypeAssign), fsm.Version, 'n', 'u', 'l', 'l'},
-		[]byte{byte(fsm.TypeJoin), fsm.Version + 1, '{', '}'}, []byte{77, fsm.Version, '{', '}'})
+	return append(out, nil, []byte{0}, []byte{byte(fsm.TypeAssign), bodyVersion, 'n', 'u', 'l', 'l'},
+		[]byte{byte(fsm.TypeJoin), bodyVersion + 1, '{', '}'}, []byte{77, bodyVersion, '{', '}'})
 }
 
 // FuzzDecodeApply decodes arbitrary bytes and applies them to a state that has a bit of everything.

@@ -1,7 +1,8 @@
-// Package fsm is the replicated state of the coordinator cluster: the coordinators and their
-// addresses, and one ring per (region, cluster, service) with its members, their incarnations, join
-// order, node index, current assignment (epoch and ranges) and the holds that older assignments may
-// still have on tokens. It is applied by hashicorp/raft on every coordinator.
+// Package fsm is the replicated state of the coordinator cluster: the coordinators, their
+// addresses and FSM versions; the lease timing leaders committed; and one ring per (region,
+// cluster, service) with its flow controls (pauses, rate limit), its members, their incarnations,
+// join order, node index, current assignment (epoch and ranges) and the holds that older
+// assignments may still have on tokens. It is applied by hashicorp/raft on every coordinator.
 //
 // The state is the safety record of the ring. A token is "held" by a member while any assignment that
 // gave it the token may still be in use by the worker: its current assignment, and every older one
@@ -23,7 +24,16 @@
 //	Plan(ring) -> [B: second half (epoch 7)]
 //	Apply(Assign{...})
 //
+// Lease timing: a leader commits the timing it runs with (CommitTiming) before it sends a lease,
+// and the state keeps the longest one (TimingState.Longest): a later leader bounds every lease an
+// earlier one may have sent by that, not by its own flags, so a rolling restart onto a shorter
+// TTL never moves a range while a lease of the longer one may be in use. RetireTiming lowers it
+// once a leader has waited that bound out.
+//
 // Every command is idempotent (raft may apply a command whose proposer saw ErrLeadershipLost, and a
-// new leader may propose it again), carries a type byte and a version byte, and a node skips types and
-// versions it does not know.
+// new leader may propose it again) and carries a type byte and a body version byte. Every type and
+// body version belongs to an FSM version (Version, CommandType.Since); a node that meets one its
+// version does not know halts (FSM.Halted) instead of skipping it, and the leader's version gate
+// keeps that from happening in a rolling upgrade. Snapshots carry the FSM version their state
+// needs.
 package fsm

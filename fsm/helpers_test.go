@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
@@ -19,6 +20,9 @@ type failer interface {
 var (
 	ringA = lease.RingKey{Region: "eu", Cluster: "c1", Service: "orders"}
 	ringB = lease.RingKey{Region: "us", Cluster: "c2", Service: "payments"}
+	// timing10s and timing3s are the timings of a rolling restart onto a shorter TTL.
+	timing10s = fsm.NewLeaseTiming("c1", lease.Timing{TTL: 10 * time.Second, Renewal: 2 * time.Second})
+	timing3s  = fsm.NewLeaseTiming("c2", lease.Timing{TTL: 3 * time.Second, Renewal: time.Second})
 )
 
 // stateJSON is the canonical form of a state: the snapshot encoding (encoding/json sorts map keys).

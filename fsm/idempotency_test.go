@@ -119,10 +119,30 @@ func drawCommand(t *rapid.T, s *fsm.State, typ fsm.CommandType) fsm.Command {
 			})
 		}
 		return a
+	case fsm.TypeCommitTiming:
+		return &fsm.CommitTiming{Timing: rapid.SampledFrom([]fsm.LeaseTiming{timing10s, timing3s}).Draw(t, "timing")}
+	case fsm.TypeRetireTiming:
+		timings := []fsm.LeaseTiming{timing10s, timing3s}
+		return &fsm.RetireTiming{Retire: rapid.SampledFrom(timings).Draw(t, "retire"), Keep: rapid.SampledFrom(timings).Draw(t, "keep")}
+	case fsm.TypePause:
+		return &fsm.Pause{Ring: k, Impl: drawImpls(t), Reason: rapid.SampledFrom([]string{"", "deploy"}).Draw(t, "reason"), AtMs: drawAtMs(t)}
+	case fsm.TypeResume:
+		return &fsm.Resume{Ring: k, Impl: drawImpls(t), AtMs: drawAtMs(t)}
+	case fsm.TypeLimit:
+		if rapid.Bool().Draw(t, "clear") {
+			return &fsm.Limit{Ring: k, Clear: true, AtMs: drawAtMs(t)}
+		}
+		return &fsm.Limit{Ring: k, PerSecond: rapid.SampledFrom([]float64{0.5, 10, 1e6}).Draw(t, "per_second"), AtMs: drawAtMs(t)}
 	}
 	t.Fatalf("no generator for command type %d", typ)
 	return nil
 }
+
+func drawImpls(t *rapid.T) []string {
+	return rapid.SliceOfN(rapid.SampledFrom([]string{"payment", "shipping", "email"}), 0, 2).Draw(t, "impl")
+}
+
+func drawAtMs(t *rapid.T) int64 { return rapid.Int64Range(1, 1e13).Draw(t, "at_ms") }
 
 // TestEveryCommandIsIdempotent applies commands of every type, twice, to states reached by generated
 // histories: the second application changes nothing and succeeds when the first did (raft may apply
@@ -134,7 +154,7 @@ func TestEveryCommandIsIdempotent(t *testing.T) {
 		for range rapid.IntRange(0, 80).Draw(t, "steps") {
 			w.step(t)
 		}
-		for typ := fsm.TypeRegisterCoordinator; typ <= fsm.TypeAssign; typ++ {
+		for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
 			c := drawCommand(t, w.st, typ)
 			s := w.st.Clone()
 			before := stateJSON(t, s)

@@ -13,8 +13,16 @@ import (
 
 // FSM adapts State to raft.FSM. Reads go through View, which holds a read lock; Changed signals
 // (coalesced) after every applied entry so that the leader can plan and stream.
+//
+// It is fail-stop: an entry of a type or body version its FSM version does not know halts it
+// (Halted). It then applies nothing more and takes no snapshot (raft would record the halted
+// state as the state at a later index, and the entries in between would never be applied), until
+// a snapshot from a node that knew the entry is restored, or the node restarts on a build that
+// knows it and replays the log. A malformed entry of a known type is refused instead, like any
+// command Apply refuses: every node of this version decides that alike.
 type FSM struct {
-	log zerolog.Logger
+	log     zerolog.Logger
+	version int
 
 	mu       sync.RWMutex
 	state    *State
@@ -22,11 +30,27 @@ type FSM struct {
 	changed  chan struct{}
 	skipped  uint64
 	rejected uint64
+	halted   error
 }
 
-// New returns an FSM over an empty state.
-func New(log zerolog.Logger) *FSM {
-	return &FSM{log: log, state: NewState(), changed: make(chan struct{}, 1)}
+// New returns an FSM of this build's Version over an empty state.
+func New(log zerolog.Logger) *FSM { return NewAt(log, Version) }
+
+// NewAt returns an FSM that knows what FSM version v knew and nothing later, as a node built at
+// version v: what tests of a rolling upgrade run their old nodes with. v is at most Version.
+func NewAt(log zerolog.Logger, v int) *FSM {
+	return &FSM{log: log, version: min(max(v, 1), Version), state: NewState(), changed: make(chan struct{}, 1)}
+}
+
+// Version is the FSM version this FSM runs.
+func (f *FSM) Version() int { return f.version }
+
+// Halted returns the reason this FSM stopped applying the log (wrapping ErrUnknownCommand and
+// naming the entry), or nil while it applies.
+func (f *FSM) Halted() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.halted
 }
 
 // Apply implements raft.FSM. Its response is nil or the error Apply returned (the state unchanged).
@@ -34,15 +58,24 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	c, err := Decode(l.Data)
 	f.mu.Lock()
 	defer f.notify()
 	defer f.mu.Unlock()
+	if f.halted != nil {
+		return fmt.Errorf("%w: entry %d not applied: %w", ErrHalted, l.Index, f.halted)
+	}
+	c, err := decodeAt(l.Data, f.version)
+	if errors.Is(err, ErrUnknownCommand) {
+		f.halted = fmt.Errorf("entry %d: %w", l.Index, err)
+		f.log.Error().Err(err).Uint64("index", l.Index).Int("fsm_version", f.version).
+			Msg("stopped applying the log: a newer coordinator proposed a command this node does not know; run a build that knows it")
+		return err
+	}
 	f.applied = l.Index
 	if err != nil {
-		// A newer node's command or a corrupt one: skip it, never stop the node.
+		// Malformed: every node of this version refuses it alike.
 		f.skipped++
-		f.log.Warn().Err(err).Uint64("index", l.Index).Msg("skipped log entry")
+		f.log.Warn().Err(err).Uint64("index", l.Index).Msg("skipped malformed log entry")
 		return err
 	}
 	if err := f.state.Apply(c); err != nil {
@@ -70,30 +103,34 @@ func (f *FSM) View(fn func(s *State, appliedIndex uint64)) {
 	fn(f.state, f.applied)
 }
 
-// Snapshot implements raft.FSM: a deep copy taken under the lock, written out later.
+// Snapshot implements raft.FSM: a deep copy taken under the lock, written out later. A halted
+// FSM refuses: its state is not the state at the index raft would record.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.halted != nil {
+		return nil, fmt.Errorf("%w: no snapshot: %w", ErrHalted, f.halted)
+	}
 	return &snapshot{state: f.state.Clone()}, nil
 }
 
-// Restore implements raft.FSM.
+// Restore implements raft.FSM. A snapshot is a whole state at an index, so restoring one ends a
+// halt: what the unknown entry did is in it, or it is of a format this FSM refuses.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	st, err := ReadSnapshot(rc)
+	st, err := readSnapshotAt(rc, f.version)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.state = st
+	f.state, f.halted = st, nil
 	f.mu.Unlock()
 	f.notify()
 	return nil
 }
 
-// snapshotFormat is the first field of every snapshot, so that a format change can be recognized.
-const snapshotFormat = 1
-
+// snapshotFile is a snapshot. Format is the FSM version its state needs (State.formatVersion), so
+// that a node of an older version refuses one holding what it would silently drop.
 type snapshotFile struct {
 	Format int    `json:"format"`
 	State  *State `json:"state"`
@@ -103,17 +140,19 @@ type snapshot struct{ state *State }
 
 // WriteSnapshot writes a state in the snapshot format.
 func WriteSnapshot(w io.Writer, s *State) error {
-	return json.NewEncoder(w).Encode(snapshotFile{Format: snapshotFormat, State: s})
+	return json.NewEncoder(w).Encode(snapshotFile{Format: s.formatVersion(), State: s})
 }
 
-// ReadSnapshot reads a state written by WriteSnapshot.
-func ReadSnapshot(r io.Reader) (*State, error) {
+// ReadSnapshot reads a state written by WriteSnapshot, as a node of this build's Version does.
+func ReadSnapshot(r io.Reader) (*State, error) { return readSnapshotAt(r, Version) }
+
+func readSnapshotAt(r io.Reader, v int) (*State, error) {
 	var file snapshotFile
 	if err := json.NewDecoder(r).Decode(&file); err != nil {
 		return nil, fmt.Errorf("fsm: read snapshot: %w", err)
 	}
-	if file.Format != snapshotFormat || file.State == nil {
-		return nil, errors.New("fsm: read snapshot: unknown format")
+	if file.Format < 1 || file.Format > v || file.State == nil {
+		return nil, fmt.Errorf("fsm: read snapshot: format %d, this node reads formats 1 to %d", file.Format, v)
 	}
 	st := file.State
 	if st.Coordinators == nil {

@@ -2,6 +2,7 @@ package fsm_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -119,7 +120,8 @@ func TestReadSnapshotRefusesWhatItCannotRead(t *testing.T) {
 	for name, in := range map[string]string{
 		"garbage":        "not json",
 		"empty":          "",
-		"newer format":   `{"format":2,"state":{}}`,
+		"newer format":   `{"format":3,"state":{}}`,
+		"format 0":       `{"format":0,"state":{}}`,
 		"no state":       `{"format":1}`,
 		"wrong shape":    `{"format":1,"state":{"rings":[1,2]}}`,
 		"truncated json": `{"format":1,"state":{"rings":{`,
@@ -183,9 +185,9 @@ func TestFSMReplaySnapshotRestore(t *testing.T) {
 	})
 }
 
-// An entry this node cannot read (a newer node's command type or version, or a corrupt one) is
-// skipped: Apply returns the error, the state is unchanged and the node keeps applying.
-func TestFSMSkipsEntriesItCannotRead(t *testing.T) {
+// A malformed entry of a known type is refused, as every node of this version refuses it: Apply
+// returns the error, the state is unchanged and the node keeps applying.
+func TestFSMRefusesMalformedEntriesAndGoesOn(t *testing.T) {
 	f := fsm.New(zerolog.Nop())
 	if resp := f.Apply(commandLog(t, 1, &fsm.Join{Ring: ringA, WorkerID: "A", Incarnation: "a1"})); resp != nil {
 		t.Fatalf("join: %v", resp)
@@ -193,23 +195,17 @@ func TestFSMSkipsEntriesItCannotRead(t *testing.T) {
 	<-f.Changed()
 	before, _ := fsmJSON(t, f)
 
-	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"})
-	entries := map[string]struct {
-		data []byte
-		want error
-	}{
-		"unknown type":  {[]byte{99, fsm.Version, '{', '}'}, fsm.ErrUnknownCommand},
-		"newer version": {append([]byte{join[0], fsm.Version + 1}, join[2:]...), fsm.ErrUnknownCommand},
-		"corrupt":       {[]byte{byte(fsm.TypeJoin), fsm.Version, '{'}, fsm.ErrMalformed},
-		"empty":         {nil, fsm.ErrMalformed},
+	entries := map[string][]byte{
+		"corrupt": {byte(fsm.TypeJoin), bodyVersion, '{'},
+		"empty":   nil,
 	}
 	index := uint64(1)
-	for name, e := range entries {
+	for name, data := range entries {
 		index++
-		resp := f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: e.data})
+		resp := f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})
 		err, ok := resp.(error)
-		if !ok || !errors.Is(err, e.want) {
-			t.Fatalf("%s: response %v, want %v", name, resp, e.want)
+		if !ok || !errors.Is(err, fsm.ErrMalformed) {
+			t.Fatalf("%s: response %v, want ErrMalformed", name, resp)
 		}
 		if got, applied := fsmJSON(t, f); got != before || applied != index {
 			t.Fatalf("%s: state changed or applied index %d not %d", name, applied, index)
@@ -229,17 +225,107 @@ func TestFSMSkipsEntriesItCannotRead(t *testing.T) {
 	}
 	index++
 	if resp := f.Apply(commandLog(t, index, &fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"})); resp != nil {
-		t.Fatalf("the node stopped applying after a skipped entry: %v", resp)
+		t.Fatalf("the node stopped applying after a refused entry: %v", resp)
 	}
 	f.View(func(s *fsm.State, applied uint64) {
 		if member(s, ringA, "B", "b1") == nil || applied != index {
-			t.Fatalf("join after skipped entries not applied (applied index %d)", applied)
+			t.Fatalf("join after refused entries not applied (applied index %d)", applied)
 		}
 	})
 	select {
 	case <-f.Changed():
 	default:
 		t.Fatalf("no change signal after applying")
+	}
+	if err := f.Halted(); err != nil {
+		t.Fatalf("halted after malformed entries: %v", err)
+	}
+}
+
+// An entry of a type or body version the node's FSM version does not know halts it: nothing
+// after it is applied (skipping it would leave this node with another state than its peers), no
+// snapshot is taken, and Halted says why, until a snapshot of a node that knew the entry is
+// restored.
+func TestFSMHaltsAtAnEntryItDoesNotKnow(t *testing.T) {
+	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"})
+	pause, _ := fsm.Encode(&fsm.Pause{Ring: ringA, Reason: "deploy"})
+	for name, tc := range map[string]struct {
+		version int
+		entry   []byte
+	}{
+		"old node meets a pause":  {1, pause},
+		"unknown type":            {fsm.Version, []byte{200, bodyVersion, '{', '}'}},
+		"newer body of join":      {fsm.Version, append([]byte{join[0], bodyVersion + 1}, join[2:]...)},
+		"old node, newer version": {1, append([]byte{join[0], bodyVersion + 1}, join[2:]...)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := fsm.NewAt(zerolog.Nop(), tc.version)
+			f.Apply(commandLog(t, 1, &fsm.Join{Ring: ringA, WorkerID: "A", Incarnation: "a1"}))
+			before, _ := fsmJSON(t, f)
+			resp := f.Apply(&raft.Log{Index: 2, Term: 1, Type: raft.LogCommand, Data: tc.entry})
+			if err, ok := resp.(error); !ok || !errors.Is(err, fsm.ErrUnknownCommand) {
+				t.Fatalf("response %v, want ErrUnknownCommand", resp)
+			}
+			if err := f.Halted(); !errors.Is(err, fsm.ErrUnknownCommand) || !strings.Contains(err.Error(), "entry 2") {
+				t.Fatalf("Halted() = %v, want the unknown entry 2", err)
+			}
+			resp = f.Apply(commandLog(t, 3, &fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"}))
+			if err, ok := resp.(error); !ok || !errors.Is(err, fsm.ErrHalted) {
+				t.Fatalf("entry after the unknown one: response %v, want ErrHalted", resp)
+			}
+			if got, applied := fsmJSON(t, f); got != before || applied != 1 {
+				t.Fatalf("a halted FSM applied something (applied index %d)", applied)
+			}
+			if _, err := f.Snapshot(); !errors.Is(err, fsm.ErrHalted) {
+				t.Fatalf("snapshot of a halted FSM: %v, want ErrHalted", err)
+			}
+			// A snapshot it can read, taken by a node that applied everything, ends the halt.
+			peer := fsm.New(zerolog.Nop())
+			peer.Apply(commandLog(t, 1, &fsm.Join{Ring: ringA, WorkerID: "A", Incarnation: "a1"}))
+			peer.Apply(commandLog(t, 2, &fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"}))
+			if err := f.Restore(io.NopCloser(bytes.NewReader(persist(t, peer)))); err != nil {
+				t.Fatalf("restore: %v", err)
+			}
+			if err := f.Halted(); err != nil {
+				t.Fatalf("still halted after a restore: %v", err)
+			}
+			if resp := f.Apply(commandLog(t, 4, &fsm.Join{Ring: ringA, WorkerID: "C", Incarnation: "c1"})); resp != nil {
+				t.Fatalf("apply after the restore: %v", resp)
+			}
+		})
+	}
+}
+
+// A snapshot is written in the oldest format that holds its state: format 1 while the state has
+// nothing version 1 does not know (a node of version 1 restores it during a rolling upgrade),
+// format 2 once it has a lease timing or controls, which a version 1 node refuses rather than
+// dropping them.
+func TestSnapshotFormatFollowsTheState(t *testing.T) {
+	plain := fuzzBase(t)
+	timed := plain.Clone()
+	mustApply(t, timed, &fsm.CommitTiming{Timing: timing10s})
+	paused := plain.Clone()
+	mustApply(t, paused, &fsm.Pause{Ring: ringB, Impl: []string{"payment"}})
+	for name, tc := range map[string]struct {
+		s      *fsm.State
+		format int
+	}{"lease state only": {plain, 1}, "with a timing": {timed, 2}, "with controls": {paused, 2}} {
+		var buf bytes.Buffer
+		if err := fsm.WriteSnapshot(&buf, tc.s); err != nil {
+			t.Fatal(err)
+		}
+		var head struct{ Format int }
+		if err := json.Unmarshal(buf.Bytes(), &head); err != nil || head.Format != tc.format {
+			t.Fatalf("%s: format %d (%v), want %d", name, head.Format, err, tc.format)
+		}
+		old := fsm.NewAt(zerolog.Nop(), 1)
+		err := old.Restore(io.NopCloser(bytes.NewReader(buf.Bytes())))
+		if (err == nil) != (tc.format == 1) {
+			t.Fatalf("%s: a version 1 node's restore: %v", name, err)
+		}
+		if err := fsm.New(zerolog.Nop()).Restore(io.NopCloser(bytes.NewReader(buf.Bytes()))); err != nil {
+			t.Fatalf("%s: restore: %v", name, err)
+		}
 	}
 }
 

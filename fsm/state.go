@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"sort"
+	"time"
 
 	"github.com/retryring/retryring/lease"
 )
@@ -10,7 +11,47 @@ import (
 type State struct {
 	Coordinators map[string]*Coordinator `json:"coordinators"`
 	Rings        map[string]*Ring        `json:"rings"`
+	// Timing is the lease timing leaders committed; nil until the first one did (a cluster
+	// that never ran FSM version 2 on every server).
+	Timing *TimingState `json:"timing,omitempty"`
 }
+
+// TimingState is the lease timing of the cluster: one for every ring, since it is a setting of
+// the coordinators, not of a ring.
+type TimingState struct {
+	// InForce is the timing of the leader that committed last: the one leases are sent with now.
+	InForce LeaseTiming `json:"in_force"`
+	// Longest is the timing with the longest holder bound that a lease still possibly in use may
+	// have been sent with: every committed timing raises it, a RetireTiming lowers it once the
+	// leases sent under it have ended. A new leader treats every lease of an earlier leader as
+	// possibly alive for the leader lease plus Longest's holder bound.
+	Longest LeaseTiming `json:"longest"`
+}
+
+// LeaseTiming is one leader's lease timing (lease.Timing) and the coordinator that ran it.
+// Durations are in nanoseconds, so that the holder bound computed from it is exactly the one the
+// leader used.
+type LeaseTiming struct {
+	Coordinator string        `json:"coordinator"`
+	TTL         time.Duration `json:"ttl_ns"`
+	Renewal     time.Duration `json:"renewal_ns"`
+	Drift       float64       `json:"drift"`
+	Margin      time.Duration `json:"margin_ns"`
+}
+
+// NewLeaseTiming records t (defaults filled) as run by coordinator.
+func NewLeaseTiming(coordinator string, t lease.Timing) LeaseTiming {
+	t = t.WithDefaults()
+	return LeaseTiming{Coordinator: coordinator, TTL: t.TTL, Renewal: t.Renewal, Drift: t.Drift, Margin: t.Margin}
+}
+
+// Lease returns the timing as lease.Timing.
+func (t LeaseTiming) Lease() lease.Timing {
+	return lease.Timing{TTL: t.TTL, Renewal: t.Renewal, Drift: t.Drift, Margin: t.Margin}
+}
+
+// HolderBound is lease.Timing.HolderBound of the timing: TTL×(1+ρ) + margin.
+func (t LeaseTiming) HolderBound() time.Duration { return t.Lease().HolderBound() }
 
 // NewState returns an empty state.
 func NewState() *State {
@@ -23,7 +64,13 @@ type Coordinator struct {
 	RaftAddr    string `json:"raft_addr"`
 	RSocketAddr string `json:"rsocket_addr"`
 	HTTPAddr    string `json:"http_addr"`
+	// FSMVersion is the FSM version the coordinator runs (Version of its build); 0 from a
+	// coordinator that predates the field, which runs version 1.
+	FSMVersion int `json:"fsm_version,omitempty"`
 }
+
+// RunsVersion is the FSM version the coordinator registered.
+func (c *Coordinator) RunsVersion() int { return max(c.FSMVersion, 1) }
 
 // Ring is one ring: the workers retrying one service in one region and cluster.
 type Ring struct {
@@ -35,6 +82,47 @@ type Ring struct {
 	// NextSeq orders joins: the oldest active member is the Node-0 candidate.
 	NextSeq uint64             `json:"next_seq"`
 	Members map[string]*Member `json:"members"`
+	// Controls are the ring's flow controls; nil when nothing is paused or limited.
+	Controls *Controls `json:"controls,omitempty"`
+}
+
+// Controls are a ring's flow controls as the operator set them (product.md, "Operating
+// retries"). Leases carry them to the workers that announced the controls feature.
+type Controls struct {
+	// Paused: the ring's workers start no traversal and no execution.
+	Paused bool `json:"paused,omitempty"`
+	// PausedImpl are the stacksaga impl types whose executions are paused, sorted.
+	PausedImpl []string `json:"paused_impl,omitempty"`
+	// Reason is the operator's note of the last pause.
+	Reason string `json:"reason,omitempty"`
+	// RatePerS is the ring's execution rate limit, split among the members in proportion to the
+	// tokens assigned to them; 0 means none.
+	RatePerS float64 `json:"rate_per_s,omitempty"`
+	// SinceMs is when the controls last changed: the proposing leader's wall clock, Unix ms, for
+	// people only.
+	SinceMs int64 `json:"since_ms,omitempty"`
+}
+
+// Share is the part of the ring's rate limit that a member with ranges gets: the limit times
+// the share of the token ring its ranges cover (0 without ranges). ok is false when the ring has
+// no limit.
+func (c *Controls) Share(ranges lease.Ranges) (perSecond float64, ok bool) {
+	if c == nil || c.RatePerS <= 0 {
+		return 0, false
+	}
+	return c.RatePerS * ranges.Fraction(), true
+}
+
+func (c *Controls) clone() *Controls {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.PausedImpl = append([]string(nil), c.PausedImpl...)
+	if len(out.PausedImpl) == 0 {
+		out.PausedImpl = nil
+	}
+	return &out
 }
 
 // Member is one incarnation of a worker in a ring.
@@ -210,12 +298,32 @@ func (s *State) Clone() *State {
 	for k, r := range s.Rings {
 		out.Rings[k] = r.Clone()
 	}
+	if s.Timing != nil {
+		t := *s.Timing
+		out.Timing = &t
+	}
 	return out
+}
+
+// formatVersion is the FSM version a snapshot of s needs: 1 while the state holds only what
+// version 1 knows, so that a node of version 1 can still restore it during a rolling upgrade; 2
+// once it holds a lease timing or controls, which a version 1 node would drop without a word.
+func (s *State) formatVersion() int {
+	if s.Timing != nil {
+		return 2
+	}
+	for _, r := range s.Rings {
+		if r.Controls != nil {
+			return 2
+		}
+	}
+	return 1
 }
 
 // Clone returns a deep copy of the ring.
 func (r *Ring) Clone() *Ring {
 	out := *r
+	out.Controls = r.Controls.clone()
 	out.Members = make(map[string]*Member, len(r.Members))
 	for k, m := range r.Members {
 		mm := *m
