@@ -35,7 +35,9 @@ type Config struct {
 	// bootstraps from it when no Raft state exists yet. Empty means a single-node cluster.
 	Peers []Peer
 
-	// Timing is the lease timing (TTL, renewal period, drift, margin); see lease.Timing.
+	// Timing is the lease timing (TTL, renewal period, drift, margin); see lease.Timing. Defaults
+	// TTL 10s, renewal 2s, drift 0.001, margin 100ms. Every element carries TTL and renewal; the
+	// leader commits the timing to the replicated state before it sends anything under it.
 	Timing lease.Timing
 	// SilenceTimeout: a worker connection from which nothing was read for this long is closed and
 	// the worker is down. Clients send KEEPALIVE at least every 200 ms. Default 750ms.

@@ -19,7 +19,8 @@ func TestLeasesCoverTheRingAndSplitAfterARelease(t *testing.T) {
 		return a.holds(lease.Ranges{lease.FullRing}, 0, 1)
 	})
 	first, _ := a.latest()
-	if first.via != leader.RSocketAddr() || first.lease.Epoch == 0 || first.lease.TTL != testTiming.TTL {
+	if first.via != leader.RSocketAddr() || first.lease.Epoch == 0 || first.lease.TTL != testTiming.TTL ||
+		first.lease.Renewal != testTiming.Renewal {
 		t.Fatalf("first lease %+v via %s", first.lease, first.via)
 	}
 

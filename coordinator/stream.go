@@ -215,7 +215,8 @@ func (s *leaseStream) step() (ended bool) {
 			}
 			el = lease.Encode(lease.Lease{
 				WorkerID: m.WorkerID, Ring: r.Key, NodeIndex: m.NodeIndex, NodeCount: m.NodeCount,
-				Epoch: m.Epoch, Generation: r.Generation, Ranges: m.Ranges, TTL: s.n.cfg.Timing.TTL,
+				Epoch: m.Epoch, Generation: r.Generation, Ranges: m.Ranges,
+				TTL: s.n.cfg.Timing.TTL, Renewal: s.n.cfg.Timing.Renewal,
 			}, now)
 			epoch, ok = m.Epoch, true
 		})

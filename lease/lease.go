@@ -73,10 +73,15 @@ func (l Lease) Remaining(now time.Time) time.Duration { return l.ExpiresAt().Sub
 func (l Lease) IsNode0() bool { return l.NodeIndex == 0 }
 
 // Timing is the lease timing of product.md. The zero value of each field means its default.
+//
+// The defaults leave a worker at least TTL − 2 × Renewal = 6 s of lease in steady state: room
+// for a 5 s downstream call plus the guard's margin, and for a leader failover of a few seconds
+// (invariant 4). The price is a takeover after a crash of about one TTL. Tests and demos that
+// need faster takeovers set a shorter timing and say why.
 type Timing struct {
-	// TTL is how long a worker may use a lease element, from the moment it sent the demand. Default 3s.
+	// TTL is how long a worker may use a lease element, from the moment it sent the demand. Default 10s.
 	TTL time.Duration
-	// Renewal is how often the coordinator answers outstanding demand with a fresh element. Default 1s.
+	// Renewal is how often the coordinator answers outstanding demand with a fresh element. Default 2s.
 	Renewal time.Duration
 	// Drift (ρ) bounds the relative rate error between two clocks. Default 0.001.
 	Drift float64
@@ -86,8 +91,8 @@ type Timing struct {
 
 // Defaults of Timing.
 const (
-	DefaultTTL     = 3 * time.Second
-	DefaultRenewal = time.Second
+	DefaultTTL     = 10 * time.Second
+	DefaultRenewal = 2 * time.Second
 	DefaultDrift   = 0.001
 	DefaultMargin  = 100 * time.Millisecond
 )

@@ -15,22 +15,25 @@ import (
 
 func TestTimingDefaults(t *testing.T) {
 	d := lease.Timing{}.WithDefaults()
-	want := lease.Timing{TTL: 3 * time.Second, Renewal: time.Second, Drift: 0.001, Margin: 100 * time.Millisecond}
+	want := lease.Timing{TTL: 10 * time.Second, Renewal: 2 * time.Second, Drift: 0.001, Margin: 100 * time.Millisecond}
 	if d != want {
 		t.Fatalf("defaults %+v, want %+v", d, want)
 	}
-	set := lease.Timing{TTL: 10 * time.Second, Renewal: 2 * time.Second, Drift: 0.01, Margin: time.Second}
+	if least := (lease.Lease{TTL: d.TTL, Renewal: d.Renewal}).LeastValidity(); least != 6*time.Second {
+		t.Fatalf("least validity of the defaults %v, want 6s: room for a 5 s call and the guard's margin", least)
+	}
+	set := lease.Timing{TTL: 3 * time.Second, Renewal: time.Second, Drift: 0.01, Margin: time.Second}
 	if set.WithDefaults() != set {
 		t.Fatalf("WithDefaults overrode set fields: %+v", set.WithDefaults())
 	}
 	if err := (lease.Timing{}).Validate(); err != nil {
 		t.Fatalf("defaults refused: %v", err)
 	}
-	if got := (lease.Timing{}).HolderBound(); got != 3103*time.Millisecond {
-		t.Fatalf("default HolderBound = %v, want 3s×1.001+100ms = 3.103s", got)
+	if got := (lease.Timing{}).HolderBound(); got != 10110*time.Millisecond {
+		t.Fatalf("default HolderBound = %v, want 10s×1.001+100ms = 10.11s", got)
 	}
 	sent := time.Unix(1_700_000_000, 0)
-	if got := (lease.Timing{}).PossiblyAliveUntil(sent); !got.Equal(sent.Add(3103 * time.Millisecond)) {
+	if got := (lease.Timing{}).PossiblyAliveUntil(sent); !got.Equal(sent.Add(10110 * time.Millisecond)) {
 		t.Fatalf("PossiblyAliveUntil = %v", got)
 	}
 }
@@ -54,8 +57,8 @@ func TestTimingValidate(t *testing.T) {
 		{Margin: -time.Millisecond},
 		{Drift: -0.001},
 		{TTL: 3 * time.Second, Renewal: 1500*time.Millisecond + 1},
-		{TTL: time.Second}, // default renewal 1s is more than half
-		{Renewal: 2 * time.Second},
+		{TTL: time.Second}, // default renewal 2s is more than half
+		{Renewal: 5*time.Second + 1},
 		{Drift: 0.1},
 		{Drift: math.NaN()},
 		{Drift: math.Inf(1)},

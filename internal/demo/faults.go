@@ -168,7 +168,7 @@ func (f *faults) killWorker(ctx context.Context, c *proc.Cluster) {
 	}
 	ok := f.inject(ctx, fault{
 		name: victim.ID, p: victim.Process,
-		killed: fmt.Sprintf("kill -9 worker %s (pid %d) with %d executions under way at the downstream: its ranges move once its lease (TTL 3 s) has expired",
+		killed: fmt.Sprintf("kill -9 worker %s (pid %d) with %d executions under way at the downstream: its ranges move once its last lease (one TTL) has expired",
 			victim.ID, victim.Pid(), inFlight[victim.ID]),
 		restartAfter: f.cfg.Schedule.WorkerRestart,
 		answer:       func(ctx context.Context) error { return c.WaitWorker(ctx, victim) },
