@@ -88,6 +88,10 @@ type Config struct {
 	// RaftDial, when set, dials the other voters (a test can cut this node's outbound Raft
 	// traffic). Default: a plain TCP dial.
 	RaftDial func(ctx context.Context, addr string) (net.Conn, error)
+
+	// fsmVersion, when set, makes the node run and register an older FSM version than its
+	// build's (fsm.NewAt): a node of an older release, for tests of a rolling upgrade.
+	fsmVersion int
 }
 
 // Defaults of Config.

@@ -21,6 +21,11 @@ var (
 	ErrClosed = errors.New("coordinator: closed")
 )
 
+// ErrUpgradeIncomplete: the leader refused to propose a command because a server of the Raft
+// configuration registered an FSM version that does not know it (or none): that server would stop
+// applying the log at it. The admin API answers it with 409 upgrade_incomplete.
+var ErrUpgradeIncomplete = errors.New("upgrade_incomplete")
+
 // commitErr maps the error of a Raft Apply (future error or FSM response) to the lease package's
 // wire catalog (lease.ErrNotLeader, lease.ErrUnavailable, ...), the only errors sent to workers,
 // keeping the original in the chain (errors.Is still finds fsm.ErrUnsafeAssignment). wireFailure

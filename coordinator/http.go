@@ -90,7 +90,9 @@ func (n *Node) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	rd.LeaderID = string(leader)
 	rd.CommitIndex = n.raft.CommitIndex()
 	rd.AppliedIndex = n.raft.AppliedIndex()
-	switch {
+	switch halted := n.fsm.Halted(); {
+	case halted != nil:
+		rd.Reason = fmt.Sprintf("the replicated state stopped applying (FSM version %d): %v", n.fsm.Version(), halted)
 	case leader == "":
 		rd.Reason = "no leader known"
 	case rd.AppliedIndex < rd.CommitIndex:

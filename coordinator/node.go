@@ -1,12 +1,14 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -43,6 +45,8 @@ type Node struct {
 	wg           sync.WaitGroup
 	registerKick chan struct{}
 
+	handingOver atomic.Bool // a halted leader's leadership transfer is under way
+
 	mu      sync.Mutex
 	started bool
 	closed  bool
@@ -64,7 +68,7 @@ func New(cfg Config) (*Node, error) {
 		retired:      newRetiredSet(),
 	}
 	n.log = n.partLog("coordinator")
-	n.fsm = fsm.New(n.partLog("fsm"))
+	n.fsm = fsm.NewAt(n.partLog("fsm"), cmp.Or(cfg.fsmVersion, fsm.Version))
 	n.conns = newConnRegistry(n.connsChanged, n.retired.has)
 	n.metrics = newNodeMetrics(n)
 	return n, nil
@@ -330,6 +334,11 @@ func (n *Node) watchLeadership() {
 
 func (n *Node) syncLeadership() {
 	leader := n.raft.State() == raft.Leader
+	if leader && n.fsm.Halted() != nil {
+		// Its state stops at an entry it does not know: it must neither plan nor send from it.
+		leader = false
+		n.handOverHalted()
+	}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -353,6 +362,21 @@ func (n *Node) syncLeadership() {
 		return
 	}
 	n.mu.Unlock()
+}
+
+// handOverHalted gives the leadership of a halted node to another voter, once per stretch of
+// leadership; raft elects it again only if no other voter can lead.
+func (n *Node) handOverHalted() {
+	if !n.handingOver.CompareAndSwap(false, true) {
+		return
+	}
+	n.log.Error().Err(n.fsm.Halted()).Msg("leader with a halted state: handing leadership over")
+	n.spawn(func() {
+		defer n.handingOver.Store(false)
+		if err := n.awaitFuture(n.raft.LeadershipTransfer()); err != nil {
+			n.log.Warn().Err(err).Msg("leadership transfer of a halted node failed")
+		}
+	})
 }
 
 // forwardChanges wakes the leader's loops and the registration loop after applied entries.

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
 )
 
 // Registration retry periods: quick until the node sees itself in the replicated state, then a
@@ -56,7 +59,8 @@ func (n *Node) registerLoop() {
 }
 
 func (n *Node) selfRegistration() fsm.Coordinator {
-	return fsm.Coordinator{ID: n.cfg.NodeID, RaftAddr: n.raftAddr, RSocketAddr: n.rsocketAddr, HTTPAddr: n.httpAddr}
+	return fsm.Coordinator{ID: n.cfg.NodeID, RaftAddr: n.raftAddr, RSocketAddr: n.rsocketAddr, HTTPAddr: n.httpAddr,
+		FSMVersion: n.fsm.Version()}
 }
 
 // registerOnce reports whether the state already holds this node's current addresses; if not, it
@@ -108,4 +112,41 @@ func (n *Node) registerOnce(ctx context.Context, client *http.Client) bool {
 		n.log.Debug().Int("status", resp.StatusCode).Msg("leader refused the registration")
 	}
 	return false
+}
+
+// versionGate refuses cmd while a server of the Raft configuration may not know it: it registered
+// an FSM version below the one that introduced cmd's type, or no version at all yet (it may be
+// an old node that has not registered since it started). Such a server would stop applying the
+// log at cmd; the gate keeps a rolling upgrade from ever running into that. This node's own
+// version is its build's, registered or not.
+func (n *Node) versionGate(cmd fsm.Command) error {
+	need := cmd.Type().Since()
+	if need <= 1 {
+		return nil // every version knows the lease commands
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("%w: read the raft configuration: %w", lease.ErrUnavailable, err)
+	}
+	var behind []string
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		for _, srv := range f.Configuration().Servers {
+			id := string(srv.ID)
+			switch c := s.Coordinators[id]; {
+			case id == n.cfg.NodeID:
+				if v := n.fsm.Version(); v < need {
+					behind = append(behind, fmt.Sprintf("%s (this node) runs version %d", id, v))
+				}
+			case c == nil:
+				behind = append(behind, id+" has not registered its version")
+			case c.RunsVersion() < need:
+				behind = append(behind, fmt.Sprintf("%s registered version %d", id, c.RunsVersion()))
+			}
+		}
+	})
+	if len(behind) > 0 {
+		return fmt.Errorf("%w: %s needs FSM version %d on every coordinator, and %s: finish the rolling upgrade first",
+			ErrUpgradeIncomplete, cmd.Type(), need, strings.Join(behind, ", "))
+	}
+	return nil
 }

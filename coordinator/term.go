@@ -257,6 +257,9 @@ func (t *leaderTerm) apply(cmd fsm.Command) error {
 	if t.ctx.Err() != nil {
 		return t.n.leaderErr()
 	}
+	if err := t.n.versionGate(cmd); err != nil {
+		return err
+	}
 	b, err := fsm.Encode(cmd)
 	if err != nil {
 		return err

@@ -39,6 +39,10 @@ type NodeView struct {
 	// (registered but no longer in the configuration).
 	State string `json:"state"`
 	Voter bool   `json:"voter"`
+	// FSMVersion is the FSM version the node registered (0: not registered yet). The leader
+	// proposes a command type only once every node of the configuration runs a version that
+	// knows it.
+	FSMVersion int `json:"fsm_version"`
 }
 
 // RingStateView is one ring.
@@ -118,7 +122,7 @@ func (n *Node) View() RingView {
 				cv.State = CoordinatorLeader
 			}
 			if c := s.Coordinators[id]; c != nil {
-				cv.RSocketAddr, cv.HTTPAddr = c.RSocketAddr, c.HTTPAddr
+				cv.RSocketAddr, cv.HTTPAddr, cv.FSMVersion = c.RSocketAddr, c.HTTPAddr, c.RunsVersion()
 			}
 			v.Coordinators = append(v.Coordinators, cv)
 		}
@@ -126,6 +130,7 @@ func (n *Node) View() RingView {
 			if !inConfig[id] {
 				v.Coordinators = append(v.Coordinators, NodeView{
 					ID: id, RaftAddr: c.RaftAddr, RSocketAddr: c.RSocketAddr, HTTPAddr: c.HTTPAddr, State: CoordinatorRemoved,
+					FSMVersion: c.RunsVersion(),
 				})
 			}
 		}
