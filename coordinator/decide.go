@@ -15,17 +15,39 @@ type termTimes struct {
 	// leaderLease is Raft's leader lease timeout: an earlier leader sent nothing after its own
 	// last quorum contact plus this, which precedes electedAt plus this.
 	leaderLease time.Duration
-	// holderBound is lease.Timing.HolderBound: TTL×(1+ρ) + margin.
+	// holderBound is this leader's lease.Timing.HolderBound, TTL×(1+ρ) + margin: the bound of
+	// every lease it sends itself.
 	holderBound time.Duration
+	// inheritedBound bounds the leases earlier leaders may have sent: the holder bound of the
+	// longest timing committed to the state (TimingState.Longest), at least holderBound. A
+	// rolling restart onto a shorter TTL thus never expires a lease of the longer one early.
+	inheritedBound time.Duration
 	// downAfter is when members without a connection to this leader are committed down:
 	// electedAt + SilenceTimeout + ReconnectGrace, the time workers get to find the new leader.
 	downAfter time.Time
 }
 
 // holdsAliveUntil is the earliest instant at which a new leader may expire anything: it does not
-// know when the previous leaders last sent, only that they stopped by electedAt + leaderLease.
+// know when the previous leaders last sent, only that they stopped by electedAt + leaderLease,
+// under a timing no longer than the longest committed one.
 func (t termTimes) holdsAliveUntil() time.Time {
-	return t.electedAt.Add(t.leaderLease).Add(t.holderBound)
+	return t.electedAt.Add(t.leaderLease).Add(t.inheritedBound)
+}
+
+// decideRetire lowers the longest committed timing to the leader's own once no lease sent under
+// it can be in use: the leader committed its own timing (ts.InForce), every earlier leader sent
+// its last lease before electedAt + leaderLease, and that lease is no longer in use past its
+// holder bound. Until then it returns when that becomes due. Later leaders then wait out this
+// leader's own bound only, so a shorter TTL costs one long wait, not one per election.
+func decideRetire(now time.Time, tt termTimes, ts *fsm.TimingState, own fsm.LeaseTiming) (*fsm.RetireTiming, time.Time) {
+	if ts == nil || ts.InForce != own || ts.Longest == own || ts.Longest.HolderBound() <= own.HolderBound() {
+		return nil, time.Time{}
+	}
+	due := tt.electedAt.Add(tt.leaderLease).Add(ts.Longest.HolderBound())
+	if !now.After(due) {
+		return nil, due.Add(time.Nanosecond)
+	}
+	return &fsm.RetireTiming{Retire: ts.Longest, Keep: own}, time.Time{}
 }
 
 // connState is what the leader knows of a member's connection to it.

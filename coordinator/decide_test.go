@@ -5,16 +5,18 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func testTimes() termTimes {
 	return termTimes{
-		electedAt:   t0,
-		leaderLease: 250 * time.Millisecond,
-		holderBound: testTiming.HolderBound(),
-		downAfter:   t0.Add(750 * time.Millisecond).Add(2 * time.Second),
+		electedAt:      t0,
+		leaderLease:    250 * time.Millisecond,
+		holderBound:    testTiming.HolderBound(),
+		inheritedBound: testTiming.HolderBound(),
+		downAfter:      t0.Add(750 * time.Millisecond).Add(2 * time.Second),
 	}
 }
 
@@ -233,5 +235,37 @@ func TestHoldsAliveUntilCoversTheOldLeadersLastPossibleSend(t *testing.T) {
 	lastOldSend := tt.electedAt.Add(tt.leaderLease)
 	if tt.holdsAliveUntil().Before(testTiming.PossiblyAliveUntil(lastOldSend)) {
 		t.Fatal("floor earlier than the end of the old leader's last element")
+	}
+}
+
+// A leader running a shorter timing than the longest committed one waits, from its election,
+// for the leader lease plus the longest one's holder bound before it expires anything or
+// retires that timing; a retirement needs its own timing committed and the longest one longer.
+func TestDecideRetireWaitsOutTheLongestTiming(t *testing.T) {
+	long := fsm.NewLeaseTiming("c1", lease.Timing{TTL: 10 * time.Second, Renewal: 2 * time.Second})
+	own := fsm.NewLeaseTiming("c2", lease.Timing{TTL: 3 * time.Second, Renewal: time.Second})
+	tt := testTimes()
+	tt.holderBound, tt.inheritedBound = own.HolderBound(), long.HolderBound()
+	due := tt.electedAt.Add(tt.leaderLease).Add(long.HolderBound())
+	if !tt.holdsAliveUntil().Equal(due) {
+		t.Fatalf("holds alive until %v, want the longest timing's bound %v", tt.holdsAliveUntil(), due)
+	}
+	ts := &fsm.TimingState{InForce: own, Longest: long}
+	if r, wake := decideRetire(due, tt, ts, own); r != nil || !wake.After(due) {
+		t.Fatalf("at the bound: retire %+v, wake %v", r, wake)
+	}
+	r, _ := decideRetire(due.Add(time.Nanosecond), tt, ts, own)
+	if r == nil || r.Retire != long || r.Keep != own {
+		t.Fatalf("past the bound: retire %+v", r)
+	}
+	for name, ts := range map[string]*fsm.TimingState{
+		"no timing committed":       nil,
+		"own timing not in force":   {InForce: long, Longest: long},
+		"own timing is the longest": {InForce: own, Longest: own},
+		"the longest is not longer": {InForce: own, Longest: fsm.NewLeaseTiming("c3", lease.Timing{TTL: time.Second, Renewal: 500 * time.Millisecond})},
+	} {
+		if r, wake := decideRetire(due.Add(time.Hour), tt, ts, own); r != nil || !wake.IsZero() {
+			t.Errorf("%s: retire %+v, wake %v", name, r, wake)
+		}
 	}
 }

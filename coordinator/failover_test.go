@@ -77,6 +77,12 @@ func TestKilledLeaderIsReplacedWithoutChangingEpochs(t *testing.T) {
 		}
 	}
 
+	// The new leader committed the timing it runs with before it renewed anything.
+	if lt := next.View().LeaseTiming; lt == nil || lt.InForce.Coordinator != next.cfg.NodeID ||
+		lt.InForce.TTLMs != timing.TTL.Milliseconds() || lt.Longest.TTLMs != timing.TTL.Milliseconds() {
+		t.Errorf("lease timing after the failover: %+v, want %s's TTL %v in force", lt, next.cfg.NodeID, timing.TTL)
+	}
+
 	// Past the new leader's reconnect grace nobody is down and no epoch moved.
 	term := next.currentTerm()
 	if term == nil {

@@ -84,9 +84,9 @@ func (n *Node) registerOnce(ctx context.Context, client *http.Client) bool {
 	}
 	if t := n.currentTerm(); t != nil {
 		t.mu.Lock()
-		ready := t.ready
+		caughtUp := t.caughtUp
 		t.mu.Unlock()
-		if ready {
+		if caughtUp {
 			if err := t.apply(&fsm.RegisterCoordinator{Coordinator: want}); err != nil {
 				n.log.Warn().Err(err).Msg("self registration failed")
 			}
@@ -112,6 +112,24 @@ func (n *Node) registerOnce(ctx context.Context, client *http.Client) bool {
 		n.log.Debug().Int("status", resp.StatusCode).Msg("leader refused the registration")
 	}
 	return false
+}
+
+// anyRegisteredBelow reports whether a server of the Raft configuration registered an FSM
+// version below v: a rolling upgrade from an older release is under way.
+func (n *Node) anyRegisteredBelow(v int) bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	below := false
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		for _, srv := range f.Configuration().Servers {
+			if c := s.Coordinators[string(srv.ID)]; c != nil && c.RunsVersion() < v {
+				below = true
+			}
+		}
+	})
+	return below
 }
 
 // versionGate refuses cmd while a server of the Raft configuration may not know it: it registered

@@ -30,7 +30,11 @@ type leaderTerm struct {
 	verifyNow chan struct{} // asks the verify loop for an extra VerifyLeader
 	wg        sync.WaitGroup
 
-	mu            sync.Mutex
+	mu sync.Mutex
+	// caughtUp: the barrier passed, the state holds every earlier entry, so the term may commit
+	// (its own registration first). ready: its lease timing is settled too (committed, or the
+	// version gate is closed), so it may plan, expire and send.
+	caughtUp      bool
 	ready         bool
 	times         termTimes
 	verifiedUntil time.Time
@@ -38,6 +42,9 @@ type leaderTerm struct {
 
 	seen   map[memberID]bool    // reconcile loop only
 	recent map[string]time.Time // reconcile loop only: commands committed lately, by encoding
+	// timingCommitted: this term's CommitTiming is in the state (start goroutine, then the
+	// reconcile loop).
+	timingCommitted bool
 }
 
 // reproposeAfter spaces out identical proposals. Every command is idempotent, so proposing one
@@ -83,14 +90,13 @@ func (t *leaderTerm) start() {
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
-		if !t.barrier() {
+		if !t.barrier() || !t.settleTiming() {
 			return
 		}
 		t.wg.Add(3)
 		go func() { defer t.wg.Done(); t.verifyLoop() }()
 		go func() { defer t.wg.Done(); t.reconcileLoop() }()
 		go func() { defer t.wg.Done(); t.sampleLoop() }()
-		t.n.kickRegister()
 	}()
 }
 
@@ -113,14 +119,64 @@ func (t *leaderTerm) barrier() bool {
 	cfg := t.n.cfg
 	t.mu.Lock()
 	t.times = termTimes{
-		electedAt:   now,
-		leaderLease: cfg.LeaderLeaseTimeout,
-		holderBound: cfg.Timing.HolderBound(),
-		downAfter:   now.Add(cfg.SilenceTimeout).Add(cfg.ReconnectGrace),
+		electedAt:      now,
+		leaderLease:    cfg.LeaderLeaseTimeout,
+		holderBound:    cfg.Timing.HolderBound(),
+		inheritedBound: cfg.Timing.HolderBound(),
+		downAfter:      now.Add(cfg.SilenceTimeout).Add(cfg.ReconnectGrace),
 	}
-	t.ready = true
+	t.caughtUp = true
 	t.mu.Unlock()
-	t.log.Info().Time("elected_at", now).Msg("leader ready")
+	t.n.kickRegister()
+	return true
+}
+
+// ownTiming is the timing this leader runs with, as the state records it.
+func (t *leaderTerm) ownTiming() fsm.LeaseTiming {
+	return fsm.NewLeaseTiming(t.n.cfg.NodeID, t.n.cfg.Timing)
+}
+
+// settleTiming commits the lease timing this leader runs with before it sends anything (a later
+// leader learns from the state how long this one's leases may live), then bounds the leases of
+// earlier leaders by the longest timing committed, and makes the term ready. It reports false
+// when the term ended first.
+//
+// The version gate may refuse the commit: a server registered FSM version 1 (a rolling upgrade
+// from it: the leader goes on as version 1 did, bounding earlier leases by its own timing and
+// the longest committed one, if any), or has not registered yet (a new cluster, whose other
+// nodes register right after this leader did: it waits for them up to ReconnectGrace).
+func (t *leaderTerm) settleTiming() bool {
+	own := t.ownTiming()
+	waitUntil := t.n.clock.Now().Add(t.n.cfg.ReconnectGrace)
+	for {
+		err := t.apply(&fsm.CommitTiming{Timing: own})
+		if err == nil {
+			t.timingCommitted = true
+			break
+		}
+		if errors.Is(err, ErrUpgradeIncomplete) && (t.n.anyRegisteredBelow(fsm.TypeCommitTiming.Since()) || !t.n.clock.Now().Before(waitUntil)) {
+			t.log.Warn().Err(err).Msg("lease timing not replicated: a later leader with a shorter TTL cannot bound this leader's leases until every coordinator runs FSM version 2")
+			break
+		}
+		select {
+		case <-t.ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	var longest time.Duration
+	t.n.fsm.View(func(s *fsm.State, _ uint64) {
+		if s.Timing != nil {
+			longest = s.Timing.Longest.HolderBound()
+		}
+	})
+	t.mu.Lock()
+	t.times.inheritedBound = max(t.times.holderBound, longest)
+	t.ready = true
+	times := t.times
+	t.mu.Unlock()
+	t.log.Info().Time("elected_at", times.electedAt).Dur("holder_bound", times.holderBound).
+		Dur("inherited_holder_bound", times.inheritedBound).Bool("timing_committed", t.timingCommitted).Msg("leader ready")
 	return true
 }
 
@@ -341,6 +397,11 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 		}
 	}
 	var cmds []fsm.Command
+	if c, w := t.decideTiming(now, times); c != nil {
+		cmds = append(cmds, c)
+	} else {
+		later(w)
+	}
 	t.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
 		for id, r := range rings {
 			d := decideRing(now, times, id, r, conns, t.seen, lastUpTo)
@@ -367,8 +428,11 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			continue
 		}
 		t.markProposed(c, now)
-		if _, ok := c.(*fsm.Expire); ok {
+		switch c.(type) {
+		case *fsm.Expire:
 			t.n.metrics.expiriesSent.Add(1)
+		case *fsm.CommitTiming:
+			t.timingCommitted = true
 		}
 		t.log.Info().Stringer("command", c.Type()).Interface("args", c).Msg("committed")
 	}
@@ -394,6 +458,32 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 	}
 	t.pruneSends()
 	return wake
+}
+
+// decideTiming is the lease timing to commit on this pass: this leader's own while the version
+// gate kept it out at the start (once every server knows version 2), else a retirement of the
+// longest committed timing once it is due (decideRetire).
+func (t *leaderTerm) decideTiming(now time.Time, times termTimes) (fsm.Command, time.Time) {
+	own := t.ownTiming()
+	if !t.timingCommitted {
+		c := &fsm.CommitTiming{Timing: own}
+		if t.n.versionGate(c) != nil {
+			return nil, time.Time{}
+		}
+		return c, time.Time{}
+	}
+	var ts *fsm.TimingState
+	t.n.fsm.View(func(s *fsm.State, _ uint64) {
+		if s.Timing != nil {
+			tt := *s.Timing
+			ts = &tt
+		}
+	})
+	retire, wake := decideRetire(now, times, ts, own)
+	if retire == nil {
+		return nil, wake // not a typed nil in the interface
+	}
+	return retire, time.Time{}
 }
 
 func (t *leaderTerm) snapshotRings() map[string]*fsm.Ring {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/internal/transcript"
+	"github.com/retryring/retryring/lease"
 )
 
 // TestDecideTranscripts runs testdata/decide/*.txt: the leader's decisions (decideRing, then
@@ -30,6 +31,10 @@ import (
 //	                decision becomes due
 //	elect           a new leader takes over now, knowing no send of any earlier one; the connected
 //	                workers subscribe to it at once
+//	elect c2 ttl 3s renewal 1s
+//	                the same, by node c2 running that lease timing: it commits its timing first,
+//	                and bounds what earlier leaders sent by the longest timing committed
+//	timing          the committed lease timing: in force, and the longest
 //	ring            the committed ring
 //	check           whether any token or Node-0 was usable by two workers at once, by every
 //	                element streamed so far
@@ -113,12 +118,25 @@ func (s *sim) transcriptCommand(c transcript.Command) (string, error) {
 	case "decide":
 		return s.decide(), nil
 	case "elect":
+		timed := len(c.Args) > 0
+		if timed {
+			if err := s.parseLeader(c.Args); err != nil {
+				return "", err
+			}
+		}
 		s.newTerm(s.now)
 		for _, p := range s.procs {
 			p.lastEpoch = 0
 		}
-		return fmt.Sprintf("new leader elected at %s: it expires nothing before %s, and downs a member that has not subscribed to it at %s",
-			since(s.now), since(s.tt.holdsAliveUntil()), since(s.tt.downAfter)), nil
+		if !timed {
+			return fmt.Sprintf("new leader elected at %s: it expires nothing before %s, and downs a member that has not subscribed to it at %s",
+				since(s.now), since(s.tt.holdsAliveUntil()), since(s.tt.downAfter)), nil
+		}
+		return fmt.Sprintf("%s elected at %s, running TTL %v (holder bound %v); it commits that timing, then bounds earlier leases by the longest committed (holder bound %v): it expires nothing before %s, and downs a member that has not subscribed to it at %s",
+			s.leader, since(s.now), s.timing.TTL, s.tt.holderBound, s.tt.inheritedBound, since(s.tt.holdsAliveUntil()), since(s.tt.downAfter)), nil
+	case "timing":
+		ts := s.state.Timing
+		return fmt.Sprintf("in force: %s\nlongest: %s", transcript.FormatTiming(ts.InForce), transcript.FormatTiming(ts.Longest)), nil
 	case "ring":
 		return transcript.FormatRing(s.state.Ring(testRing)), nil
 	case "check":
@@ -128,6 +146,27 @@ func (s *sim) transcriptCommand(c transcript.Command) (string, error) {
 		return "no token and no Node-0 was usable by two workers at once", nil
 	}
 	return "", fmt.Errorf("unknown command")
+}
+
+// parseLeader reads "NODE ttl D renewal D" into the sim's next leader and its timing.
+func (s *sim) parseLeader(args []string) error {
+	if len(args) != 5 || args[1] != "ttl" || args[3] != "renewal" {
+		return fmt.Errorf("want: elect NODE ttl DURATION renewal DURATION")
+	}
+	ttl, err := time.ParseDuration(args[2])
+	if err != nil {
+		return err
+	}
+	renewal, err := time.ParseDuration(args[4])
+	if err != nil {
+		return err
+	}
+	timing := lease.Timing{TTL: ttl, Renewal: renewal}.WithDefaults()
+	if err := timing.Validate(); err != nil {
+		return err
+	}
+	s.leader, s.timing = args[0], timing
+	return nil
 }
 
 func name(p *simProc) string { return transcript.FormatMember(p.id, p.inc) }

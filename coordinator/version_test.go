@@ -46,6 +46,12 @@ func TestVersionGateAndFailStop(t *testing.T) {
 			t.Fatalf("a refused pause was committed: %+v", r.Controls)
 		}
 	})
+	// The leader's own lease timing is not replicated either while c3 is behind: the old node would halt on it.
+	leader.fsm.View(func(s *fsm.State, _ uint64) {
+		if s.Timing != nil {
+			t.Fatalf("a timing was committed past the gate: %+v", s.Timing)
+		}
+	})
 
 	// Past the gate, as an old node added to an upgraded cluster would meet it.
 	b, err := fsm.Encode(pause)

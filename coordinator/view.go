@@ -12,11 +12,37 @@ import (
 // RingView is the answer of GET /v1/ring and of the ring.view route: this node's view of the
 // cluster and of every ring.
 type RingView struct {
-	CoordinatorID string          `json:"coordinator_id"`
-	LeaderID      string          `json:"leader_id"`
-	RaftTerm      uint64          `json:"raft_term"`
-	Coordinators  []NodeView      `json:"coordinators"`
-	Rings         []RingStateView `json:"rings"`
+	CoordinatorID string     `json:"coordinator_id"`
+	LeaderID      string     `json:"leader_id"`
+	RaftTerm      uint64     `json:"raft_term"`
+	Coordinators  []NodeView `json:"coordinators"`
+	// LeaseTiming is the lease timing committed to the replicated state; nil until a leader
+	// could commit one (every coordinator runs FSM version 2).
+	LeaseTiming *LeaseTimingView `json:"lease_timing,omitempty"`
+	Rings       []RingStateView  `json:"rings"`
+}
+
+// LeaseTimingView is the committed lease timing: the one leases are sent with now, and the
+// longest one a lease still possibly in use may have been sent with, which bounds what a new
+// leader waits for before it moves a range.
+type LeaseTimingView struct {
+	InForce TimingView `json:"in_force"`
+	Longest TimingView `json:"longest"`
+}
+
+// TimingView is one committed timing, durations in milliseconds.
+type TimingView struct {
+	Coordinator   string  `json:"coordinator"`
+	TTLMs         int64   `json:"ttl_ms"`
+	RenewalMs     int64   `json:"renewal_ms"`
+	Drift         float64 `json:"drift"`
+	MarginMs      int64   `json:"margin_ms"`
+	HolderBoundMs int64   `json:"holder_bound_ms"`
+}
+
+func timingView(t fsm.LeaseTiming) TimingView {
+	return TimingView{Coordinator: t.Coordinator, TTLMs: t.TTL.Milliseconds(), RenewalMs: t.Renewal.Milliseconds(),
+		Drift: t.Drift, MarginMs: t.Margin.Milliseconds(), HolderBoundMs: t.HolderBound().Milliseconds()}
 }
 
 // Ring returns the view of the ring named key, if the view has it.
@@ -113,6 +139,9 @@ func (n *Node) View() RingView {
 	var expiries []expiry
 
 	n.fsm.View(func(s *fsm.State, _ uint64) {
+		if s.Timing != nil {
+			v.LeaseTiming = &LeaseTimingView{InForce: timingView(s.Timing.InForce), Longest: timingView(s.Timing.Longest)}
+		}
 		inConfig := map[string]bool{}
 		for _, srv := range servers {
 			id := string(srv.ID)

@@ -55,6 +55,10 @@ func FormatCommand(c fsm.Command) string {
 		return fmt.Sprintf("release %s e%d", FormatMember(c.WorkerID, c.Incarnation), c.Epoch)
 	case *fsm.Expire:
 		return fmt.Sprintf("expire %s up to e%d (generation %d)", FormatMember(c.WorkerID, c.Incarnation), c.UpTo, c.Generation)
+	case *fsm.CommitTiming:
+		return "commit_timing " + FormatTiming(c.Timing)
+	case *fsm.RetireTiming:
+		return fmt.Sprintf("retire_timing %s: the longest is now %s", FormatTiming(c.Retire), FormatTiming(c.Keep))
 	case *fsm.Assign:
 		lines := make([]string, len(c.Assignments))
 		for i, a := range c.Assignments {
@@ -63,6 +67,11 @@ func FormatCommand(c fsm.Command) string {
 		return strings.Join(lines, "\n")
 	}
 	return fmt.Sprintf("%s %+v", c.Type(), c)
+}
+
+// FormatTiming prints a committed lease timing: its coordinator, TTL, renewal and holder bound.
+func FormatTiming(t fsm.LeaseTiming) string {
+	return fmt.Sprintf("%s's TTL %v, renewal %v (holder bound %v)", t.Coordinator, t.TTL, t.Renewal, t.HolderBound())
 }
 
 // FormatRing prints a ring's committed state: its generation and last epoch, then every member in
