@@ -137,6 +137,18 @@ func (r *connRegistry) states() map[memberID]connState {
 	return out
 }
 
+// obeysControls tells, for every member with a current connection, whether its SETUP announced
+// lease.FeatureControls.
+func (r *connRegistry) obeysControls() map[memberID]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[memberID]bool, len(r.byWorker))
+	for _, c := range r.byWorker {
+		out[c.member] = c.setup.Has(lease.FeatureControls)
+	}
+	return out
+}
+
 // snapshot returns every registered connection.
 func (r *connRegistry) snapshot() []*workerConn {
 	r.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/rsocket/rsocket-go/payload"
@@ -18,8 +19,11 @@ const maxDemand = 1 << 40
 
 // leaseStream is one ring.leases subscription on the leader. Its producer goroutine is the only
 // one that touches the sink; it sends an element only when the client has demand outstanding and
-// either the renewal tick asked for one or the member's committed epoch differs from the last one
-// sent. rsocket-go gives flux.Create the server's context, not one per stream, so the producer
+// either the renewal tick asked for one, or the member's committed epoch differs from the last one
+// sent, or (to a client that announced lease.FeatureControls) the ring's controls as this member
+// obeys them differ from the last ones sent. A client without the feature gets nothing while its
+// ring is paused whole: its renewal stays due, and is answered as soon as the pause ends.
+// rsocket-go gives flux.Create the server's context, not one per stream, so the producer
 // stops when the stream ends, never on that context: on cancel (the client's, or rsocket-go's when
 // the connection closes) and after it signalled the end itself.
 //
@@ -35,6 +39,8 @@ type leaseStream struct {
 	member memberID
 	ring   lease.RingKey
 	log    zerolog.Logger
+	// controls: the client announced lease.FeatureControls; every element carries them.
+	controls bool
 
 	wake     chan struct{}
 	done     chan struct{}
@@ -43,20 +49,21 @@ type leaseStream struct {
 	sinkMu    sync.Mutex // held around every call into the sink
 	cancelled bool       // under sinkMu
 
-	mu        sync.Mutex
-	sink      flux.Sink
-	demand    int64
-	renewDue  bool
-	lastEpoch uint64 // epoch of the last element sent; 0 before the first
-	left      bool   // the worker left: send nothing more
-	terminal  *terminal
+	mu           sync.Mutex
+	sink         flux.Sink
+	demand       int64
+	renewDue     bool
+	lastEpoch    uint64 // epoch of the last element sent; 0 before the first
+	lastControls string // JSON of the controls of the last element sent
+	left         bool   // the worker left: send nothing more
+	terminal     *terminal
 }
 
 type terminal struct{ err error } // err nil: complete
 
 func newLeaseStream(n *Node, t *leaderTerm, c *workerConn) *leaseStream {
 	return &leaseStream{
-		n: n, term: t, conn: c, member: c.member, ring: c.setup.Ring(),
+		n: n, term: t, conn: c, member: c.member, ring: c.setup.Ring(), controls: c.setup.Has(lease.FeatureControls),
 		log:  c.connLog(n.partLog("lease_stream")),
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
@@ -170,7 +177,8 @@ func (s *leaseStream) run() {
 // step sends at most one element; it reports whether the stream reached its end.
 func (s *leaseStream) step() (ended bool) {
 	s.mu.Lock()
-	sink, demand, renew, lastEpoch, left, term := s.sink, s.demand, s.renewDue, s.lastEpoch, s.left, s.terminal
+	sink, demand, left, term := s.sink, s.demand, s.left, s.terminal
+	last := sent{renew: s.renewDue, epoch: s.lastEpoch, controls: s.lastControls}
 	s.mu.Unlock()
 	if sink == nil {
 		return false
@@ -189,44 +197,25 @@ func (s *leaseStream) step() (ended bool) {
 	if demand <= 0 || left {
 		return false
 	}
-	want := func(m *fsm.Member) bool {
-		return m != nil && m.Active && m.Assigned() && (renew || m.Epoch != lastEpoch)
-	}
-	if !want(s.committedMember()) {
+	now := s.n.clock.Now()
+	due := false
+	s.n.fsm.View(func(st *fsm.State, _ uint64) { _, _, due = s.element(st, now, last) })
+	if !due {
 		return false
 	}
-	now := s.n.clock.Now()
 	if !s.term.canSend(now) {
 		s.term.requestVerify() // it wakes every stream once it succeeds
 		return false
 	}
 	var el lease.WireLease
-	sent := s.term.sends.stamp(now, func() (memberID, uint64, bool) {
-		var epoch uint64
-		ok := false
-		s.n.fsm.View(func(st *fsm.State, _ uint64) {
-			r := st.Ring(s.ring)
-			if r == nil {
-				return
-			}
-			m := r.Members[s.member.key()]
-			if !want(m) {
-				return
-			}
-			el = lease.Encode(lease.Lease{
-				WorkerID: m.WorkerID, Ring: r.Key, NodeIndex: m.NodeIndex, NodeCount: m.NodeCount,
-				Epoch: m.Epoch, Generation: r.Generation, Ranges: m.Ranges,
-				TTL: s.n.cfg.Timing.TTL, Renewal: s.n.cfg.Timing.Renewal,
-			}, now)
-			epoch, ok = m.Epoch, true
-		})
-		return s.member, epoch, ok
+	var controls string
+	ok := s.term.sends.stamp(now, func() (memberID, uint64, bool) {
+		var ok bool
+		s.n.fsm.View(func(st *fsm.State, _ uint64) { el, controls, ok = s.element(st, now, last) })
+		return s.member, el.Epoch, ok
 	})
-	if !sent {
+	if !ok {
 		return false
-	}
-	if el.Ranges == nil {
-		el.Ranges = []lease.WireRange{}
 	}
 	data, err := json.Marshal(el)
 	if err != nil {
@@ -236,27 +225,81 @@ func (s *leaseStream) step() (ended bool) {
 	s.mu.Lock()
 	s.demand--
 	s.renewDue = false
-	s.lastEpoch = el.Epoch
+	s.lastEpoch, s.lastControls = el.Epoch, controls
 	s.mu.Unlock()
 	s.signal("next", func() { sink.Next(payload.New(data, nil)) })
 	s.n.metrics.leasesSent.Add(1)
-	if el.Epoch != lastEpoch {
+	if el.Epoch != last.epoch {
 		s.log.Info().Uint64("epoch", el.Epoch).Int("node_index", el.NodeIndex).Int("node_count", el.NodeCount).
 			Interface("ranges", el.Ranges).Msg("lease sent")
+	}
+	if controls != last.controls {
+		s.log.Info().RawJSON("controls", []byte(controls)).Msg("controls sent")
 	}
 	return false
 }
 
-func (s *leaseStream) committedMember() *fsm.Member {
-	var out *fsm.Member
-	s.n.fsm.View(func(st *fsm.State, _ uint64) {
-		if r := st.Ring(s.ring); r != nil {
-			if m := r.Members[s.member.key()]; m != nil {
-				mm := *m
-				out = &mm
-			}
+// sent is what the stream sent last, and whether a renewal is due.
+type sent struct {
+	renew    bool
+	epoch    uint64
+	controls string
+}
+
+// element is the element the stream should send now from the committed state st, with its
+// controls as JSON (empty for a client without the feature), and whether one is due: the member
+// is active and assigned, and a renewal is due, its epoch changed, or its controls changed. A
+// client without the feature gets none while the ring is paused whole: it cannot obey the pause,
+// so its lease runs out instead; its tokens stay its own (it is neither down nor expired while
+// its connection lives: decideRing), and the renewal that stays due goes out once the pause ends.
+func (s *leaseStream) element(st *fsm.State, now time.Time, last sent) (lease.WireLease, string, bool) {
+	r := st.Ring(s.ring)
+	if r == nil {
+		return lease.WireLease{}, "", false
+	}
+	m := r.Members[s.member.key()]
+	if m == nil || !m.Active || !m.Assigned() {
+		return lease.WireLease{}, "", false
+	}
+	l := lease.Lease{
+		WorkerID: m.WorkerID, Ring: r.Key, NodeIndex: m.NodeIndex, NodeCount: m.NodeCount,
+		Epoch: m.Epoch, Generation: r.Generation, Ranges: m.Ranges,
+		TTL: s.n.cfg.Timing.TTL, Renewal: s.n.cfg.Timing.Renewal,
+	}
+	var controls string
+	switch {
+	case s.controls:
+		l.Controls = wireControls(r.Controls, m.Ranges)
+		b, err := json.Marshal(l.Controls)
+		if err != nil {
+			return lease.WireLease{}, "", false
 		}
-	})
+		controls = string(b)
+	case r.Controls != nil && r.Controls.Paused:
+		return lease.WireLease{}, "", false
+	}
+	if !last.renew && m.Epoch == last.epoch && controls == last.controls {
+		return lease.WireLease{}, "", false
+	}
+	el := lease.Encode(l, now)
+	if el.Ranges == nil {
+		el.Ranges = []lease.WireRange{}
+	}
+	return el, controls, true
+}
+
+// wireControls are the ring's controls as a member with ranges obeys them: the pauses, and its
+// part of the rate limit (fsm.Controls.Share), nil when there is none.
+func wireControls(c *fsm.Controls, ranges lease.Ranges) *lease.Controls {
+	out := &lease.Controls{PausedImpl: []string{}}
+	if c == nil {
+		return out
+	}
+	out.Paused = c.Paused
+	out.PausedImpl = append(out.PausedImpl, c.PausedImpl...)
+	if share, ok := c.Share(ranges); ok {
+		out.RatePerS = &share
+	}
 	return out
 }
 

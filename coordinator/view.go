@@ -73,13 +73,41 @@ type NodeView struct {
 
 // RingStateView is one ring.
 type RingStateView struct {
-	Region     string       `json:"region"`
-	Cluster    string       `json:"cluster"`
-	Service    string       `json:"service"`
-	Generation uint64       `json:"generation"`
-	Members    []MemberView `json:"members"`
+	Region     string `json:"region"`
+	Cluster    string `json:"cluster"`
+	Service    string `json:"service"`
+	Generation uint64 `json:"generation"`
+	// Controls are the ring's flow controls (pauses, rate limit), replicated.
+	Controls ControlsView `json:"controls"`
+	Members  []MemberView `json:"members"`
 	// Backlog is what the members' reports say of the ring's backlog; only the leader has it.
 	Backlog *BacklogView `json:"backlog,omitempty"`
+}
+
+// ControlsView is a ring's flow controls as the operator set them.
+type ControlsView struct {
+	Paused     bool     `json:"paused"`
+	PausedImpl []string `json:"paused_impl"`
+	Reason     string   `json:"reason"`
+	// RatePerS is the ring's execution rate limit, split among the members in proportion to the
+	// tokens assigned to them; nil: none.
+	RatePerS *float64 `json:"rate_per_s"`
+	// SinceMs is when the controls last changed (the leader's wall clock, Unix ms); 0: never set.
+	SinceMs int64 `json:"since_ms"`
+}
+
+func controlsView(c *fsm.Controls) ControlsView {
+	v := ControlsView{PausedImpl: []string{}}
+	if c == nil {
+		return v
+	}
+	v.Paused, v.Reason, v.SinceMs = c.Paused, c.Reason, c.SinceMs
+	v.PausedImpl = append(v.PausedImpl, c.PausedImpl...)
+	if c.RatePerS > 0 {
+		rate := c.RatePerS
+		v.RatePerS = &rate
+	}
+	return v
 }
 
 // MemberView is one member (worker incarnation) of a ring, in join order.
@@ -100,6 +128,11 @@ type MemberView struct {
 	State string `json:"state"`
 	// Report is the member's last ring.report as the leader keeps it; only the leader has it.
 	Report *MemberReport `json:"report,omitempty"`
+	// Controls tells whether the member's connection announced the controls feature: false
+	// flags a worker that cannot obey an impl pause or a rate limit (and gets no renewal while
+	// the ring is paused whole). Only the leader knows, for members connected to it; absent
+	// otherwise.
+	Controls *bool `json:"controls,omitempty"`
 }
 
 // Member states of MemberView.
@@ -130,6 +163,10 @@ func (n *Node) View() RingView {
 		servers = f.Configuration().Servers
 	}
 	term := n.currentTerm()
+	var obeys map[memberID]bool
+	if term != nil {
+		obeys = n.conns.obeysControls()
+	}
 	ttl := n.cfg.Timing.TTL
 	type expiry struct {
 		ring, member int
@@ -164,11 +201,15 @@ func (n *Node) View() RingView {
 			}
 		}
 		for ringID, r := range s.Rings {
-			rv := RingStateView{Region: r.Key.Region, Cluster: r.Key.Cluster, Service: r.Key.Service, Generation: r.Generation, Members: []MemberView{}}
+			rv := RingStateView{Region: r.Key.Region, Cluster: r.Key.Cluster, Service: r.Key.Service, Generation: r.Generation,
+				Controls: controlsView(r.Controls), Members: []MemberView{}}
 			for _, m := range r.SortedMembers() {
 				mv := MemberView{
 					WorkerID: m.WorkerID, Incarnation: m.Incarnation, NodeIndex: m.NodeIndex, Epoch: m.Epoch,
 					Ranges: lease.EncodeRanges(m.Ranges), State: memberState(m),
+				}
+				if o, ok := obeys[memberID{Ring: ringID, WorkerID: m.WorkerID, Incarnation: m.Incarnation}]; ok {
+					mv.Controls = &o
 				}
 				if m.Assigned() {
 					expiries = append(expiries, expiry{ring: len(v.Rings), member: len(rv.Members),
