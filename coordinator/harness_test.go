@@ -199,12 +199,6 @@ func (n *Node) isClosed() bool {
 	return n.closed
 }
 
-func (t *leaderTerm) isReady() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.ready
-}
-
 // getJSON fetches an admin path and decodes the answer.
 func getJSON(t testing.TB, addr, path string, v any) int {
 	t.Helper()

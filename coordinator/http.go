@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/hashicorp/raft"
 
@@ -40,6 +41,10 @@ func (n *Node) httpHandler() http.Handler {
 		PathRegister: {http.MethodPost, n.serveRegister},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, PathRings) {
+			n.serveRingAction(w, r)
+			return
+		}
 		rt, ok := routes[r.URL.Path]
 		allowed := r.Method == rt.method || (rt.method == http.MethodGet && r.Method == http.MethodHead)
 		switch {

@@ -208,6 +208,13 @@ func (t *leaderTerm) stop(graceful bool, err error) {
 	}()
 }
 
+// isReady reports whether the term may plan, commit what operators ask and send.
+func (t *leaderTerm) isReady() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ready && t.ctx.Err() == nil
+}
+
 // canSend reports whether an element may be written at now. Why: a leader that has not heard from
 // a quorum since t0 - LeaderLeaseTimeout may already be deposed without knowing it, and a newer
 // leader only waits electedAt + LeaderLeaseTimeout + HolderBound before it moves ranges. A quorum

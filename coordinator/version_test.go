@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -41,11 +42,16 @@ func TestVersionGateAndFailStop(t *testing.T) {
 	if !errors.Is(err, ErrUpgradeIncomplete) || !strings.Contains(err.Error(), "c3 registered version 1") {
 		t.Fatalf("proposing a pause with c3 at version 1: %v, want ErrUpgradeIncomplete naming c3", err)
 	}
-	leader.fsm.View(func(s *fsm.State, _ uint64) {
-		if r := s.Ring(testRing); r != nil && r.Controls != nil {
-			t.Fatalf("a refused pause was committed: %+v", r.Controls)
+	// The admin caller is told what holds the change up, through any node.
+	for _, n := range c.nodes {
+		status, body := post(t, n.HTTPAddr(), ringPath(testRing, ActionPause), `{"reason":"deploy"}`, nil)
+		if status != http.StatusConflict || !strings.Contains(body, CodeUpgradeIncomplete) || !strings.Contains(body, "c3 registered version 1") {
+			t.Fatalf("pause through %s with c3 at version 1: %d %s, want 409 upgrade_incomplete naming c3", n.cfg.NodeID, status, body)
 		}
-	})
+	}
+	if got := controlsOn(leader); got != nil {
+		t.Fatalf("a refused pause was committed: %+v", got)
+	}
 	// The leader's own lease timing is not replicated either while c3 is behind: the old node would halt on it.
 	leader.fsm.View(func(s *fsm.State, _ uint64) {
 		if s.Timing != nil {
