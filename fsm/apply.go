@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 
 	"github.com/retryring/retryring/lease"
@@ -43,41 +44,15 @@ func (s *State) Apply(c Command) error {
 	case nil:
 		return fmt.Errorf("%w: nil command", ErrMalformed)
 	default:
-		return s.Apply(pointerTo(c))
+		// A command value: apply it in the pointer form Decode returns.
+		v := reflect.ValueOf(c)
+		if v.Kind() == reflect.Pointer {
+			return fmt.Errorf("%w: %T is not a command of this build", ErrMalformed, c)
+		}
+		p := reflect.New(v.Type())
+		p.Elem().Set(v)
+		return s.Apply(p.Interface().(Command))
 	}
-}
-
-// pointerTo turns a command value into the pointer form that Decode returns.
-func pointerTo(c Command) Command {
-	switch c := c.(type) {
-	case RegisterCoordinator:
-		return &c
-	case RemoveCoordinator:
-		return &c
-	case Join:
-		return &c
-	case Down:
-		return &c
-	case Leave:
-		return &c
-	case Release:
-		return &c
-	case Expire:
-		return &c
-	case Assign:
-		return &c
-	case CommitTiming:
-		return &c
-	case RetireTiming:
-		return &c
-	case Pause:
-		return &c
-	case Resume:
-		return &c
-	case Limit:
-		return &c
-	}
-	return nil
 }
 
 func (s *State) ringFor(k lease.RingKey) *Ring {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/retryring/retryring/lease"
 )
@@ -39,46 +40,54 @@ const (
 // than its peers, for instance a ring that the others hold paused.
 const Version = 2
 
-// commandInfo is what this build knows of a command type: its name in logs, the body version
-// Encode writes (the second byte of the entry) and the FSM version that introduced the type.
-//
-// A body that a node not knowing the change would apply differently needs a new body version
-// (and an FSM version that introduces it); a field such a node may ignore without changing its
-// state needs none (Coordinator.FSMVersion: only the leader's version gate reads it).
-type commandInfo struct {
-	name  string
-	body  uint8
-	since int
+// commandNames are the names logs and transcripts give the command types.
+var commandNames = map[CommandType]string{
+	TypeRegisterCoordinator: "register_coordinator",
+	TypeRemoveCoordinator:   "remove_coordinator",
+	TypeJoin:                "join",
+	TypeDown:                "down",
+	TypeLeave:               "leave",
+	TypeRelease:             "release",
+	TypeExpire:              "expire",
+	TypeAssign:              "assign",
+	TypeCommitTiming:        "commit_timing",
+	TypeRetireTiming:        "retire_timing",
+	TypePause:               "pause",
+	TypeResume:              "resume",
+	TypeLimit:               "limit",
 }
 
-var commands = map[CommandType]commandInfo{
-	TypeRegisterCoordinator: {"register_coordinator", 1, 1},
-	TypeRemoveCoordinator:   {"remove_coordinator", 1, 1},
-	TypeJoin:                {"join", 1, 1},
-	TypeDown:                {"down", 1, 1},
-	TypeLeave:               {"leave", 1, 1},
-	TypeRelease:             {"release", 1, 1},
-	TypeExpire:              {"expire", 1, 1},
-	TypeAssign:              {"assign", 1, 1},
-	TypeCommitTiming:        {"commit_timing", 1, 2},
-	TypeRetireTiming:        {"retire_timing", 1, 2},
-	TypePause:               {"pause", 1, 2},
-	TypeResume:              {"resume", 1, 2},
-	TypeLimit:               {"limit", 1, 2},
+// introducedIn lists, for each FSM version, the command types it introduced.
+var introducedIn = map[int][]CommandType{
+	1: {TypeRegisterCoordinator, TypeRemoveCoordinator, TypeJoin, TypeDown, TypeLeave, TypeRelease, TypeExpire, TypeAssign},
+	2: {TypeCommitTiming, TypeRetireTiming, TypePause, TypeResume, TypeLimit},
 }
+
+// bodyVersion is the second byte of every entry this build writes. Every type is at body 1 so
+// far. A body that a node not knowing the change would apply differently needs the next body
+// version of its type, introduced by a new FSM version; a field such a node may ignore without
+// changing its state needs none (Coordinator.FSMVersion: only the leader's version gate reads it).
+const bodyVersion uint8 = 1
 
 // String is the type's name in snake case, as logs print it; "unknown(n)" for a type this node
 // does not know.
 func (t CommandType) String() string {
-	if info, ok := commands[t]; ok {
-		return info.name
+	if name, ok := commandNames[t]; ok {
+		return name
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
 
 // Since is the FSM version that introduced the command type: the version every server must have
 // registered before the leader proposes it. 0 for a type this build does not know.
-func (t CommandType) Since() int { return commands[t].since }
+func (t CommandType) Since() int {
+	for v, types := range introducedIn {
+		if slices.Contains(types, t) {
+			return v
+		}
+	}
+	return 0
+}
 
 // Errors of Apply. They come back as the response of the raft log entry; the state is unchanged.
 var (
@@ -261,15 +270,11 @@ func (Limit) Type() CommandType { return TypeLimit }
 
 // Encode serializes a command as [type][body version][JSON].
 func Encode(c Command) ([]byte, error) {
-	info, ok := commands[c.Type()]
-	if !ok {
-		return nil, fmt.Errorf("fsm: encode %T: type %d has no entry", c, c.Type())
-	}
 	body, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("fsm: encode %T: %w", c, err)
 	}
-	return append([]byte{byte(c.Type()), info.body}, body...), nil
+	return append([]byte{byte(c.Type()), bodyVersion}, body...), nil
 }
 
 // Decode parses an entry as a node of this build's Version does.
@@ -281,8 +286,7 @@ func decodeAt(b []byte, v int) (Command, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
-	info, ok := commands[CommandType(b[0])]
-	if !ok || info.since > v || b[1] > info.body {
+	if since := CommandType(b[0]).Since(); since == 0 || since > v || b[1] > bodyVersion {
 		return nil, fmt.Errorf("%w: type %d version %d (this node runs FSM version %d)", ErrUnknownCommand, b[0], b[1], v)
 	}
 	var c Command

@@ -78,10 +78,7 @@ func (s *State) applyPause(c *Pause) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	var ctl Controls
-	if r := s.Ring(c.Ring); r != nil && r.Controls != nil {
-		ctl = *r.Controls.clone()
-	}
+	ctl := s.controlsOf(c.Ring)
 	if len(c.Impl) == 0 {
 		ctl.Paused = true
 	} else {
@@ -99,11 +96,10 @@ func (s *State) applyResume(c *Resume) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	r := s.Ring(c.Ring)
-	if r == nil || r.Controls == nil {
+	if r := s.Ring(c.Ring); r == nil || r.Controls == nil {
 		return nil
 	}
-	ctl := *r.Controls.clone()
+	ctl := s.controlsOf(c.Ring)
 	if len(c.Impl) == 0 {
 		ctl.Paused, ctl.PausedImpl = false, nil
 	} else {
@@ -120,13 +116,18 @@ func (s *State) applyLimit(c *Limit) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	var ctl Controls
-	if r := s.Ring(c.Ring); r != nil && r.Controls != nil {
-		ctl = *r.Controls.clone()
-	}
+	ctl := s.controlsOf(c.Ring)
 	ctl.RatePerS = c.PerSecond
 	s.setControls(c.Ring, ctl, c.AtMs)
 	return nil
+}
+
+// controlsOf returns a copy of the ring's controls, zero when it has none.
+func (s *State) controlsOf(k lease.RingKey) Controls {
+	if r := s.Ring(k); r != nil && r.Controls != nil {
+		return *r.Controls.clone()
+	}
+	return Controls{}
 }
 
 // setControls installs ctl as the ring's controls, creating the ring if needed (an operator may
