@@ -221,6 +221,12 @@ func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body 
 		return
 	}
 	if err := t.apply(cmd); err != nil {
+		if errors.Is(err, lease.ErrNotLeader) || errors.Is(err, lease.ErrNoLeader) {
+			// An HTTP caller cannot follow an RSocket address; its next call reaches the new
+			// leader through any node.
+			err = fmt.Errorf("%w: %s lost the lead while committing; the change may or may not be committed (every call is idempotent): retry",
+				lease.ErrNoLeader, n.cfg.NodeID)
+		}
 		writeAdminError(w, err)
 		return
 	}
@@ -288,21 +294,19 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 }
 
 // writeAdminError answers an admin call with the error's code and message: 400 bad_request, 409
-// upgrade_incomplete, 503 no_leader or unavailable, 500 internal. A not_leader from a commit (the
-// node lost the lead meanwhile) is no_leader here: an HTTP caller cannot follow an RSocket address,
-// and the next call goes to the new leader through any node.
+// upgrade_incomplete, 503 no_leader or unavailable, 500 internal. The message leaves out the
+// code it starts with.
 func writeAdminError(w http.ResponseWriter, err error) {
-	status, body := http.StatusInternalServerError, lease.ToWire(err)
+	status, code := http.StatusInternalServerError, lease.ToWire(err).Code
 	switch {
 	case errors.Is(err, ErrUpgradeIncomplete):
-		status, body = http.StatusConflict, lease.WireError{Code: CodeUpgradeIncomplete, Message: err.Error()}
+		status, code = http.StatusConflict, CodeUpgradeIncomplete
 	case errors.Is(err, lease.ErrBadRequest):
 		status = http.StatusBadRequest
-	case errors.Is(err, lease.ErrNotLeader), errors.Is(err, lease.ErrNoLeader):
+	case errors.Is(err, lease.ErrNoLeader):
 		status = http.StatusServiceUnavailable
-		body = lease.WireError{Code: lease.CodeNoLeader, Message: "no leader could commit the change (an election is under way, or quorum is lost); if the leader lost the lead while committing, the change may be committed: calls are idempotent, retry. " + err.Error()}
 	case errors.Is(err, lease.ErrUnavailable):
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, body)
+	writeJSON(w, status, lease.WireError{Code: code, Message: strings.TrimPrefix(err.Error(), code+": ")})
 }

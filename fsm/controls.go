@@ -87,7 +87,9 @@ func (s *State) applyPause(c *Pause) error {
 			return fmt.Errorf("%w: the ring would have %d impl types paused, at most %d", ErrMalformed, len(ctl.PausedImpl), MaxPausedImpls)
 		}
 	}
-	ctl.Reason = c.Reason
+	if c.Reason != "" {
+		ctl.Reason = c.Reason // a pause without one keeps the reason of the pause before
+	}
 	s.setControls(c.Ring, ctl, c.AtMs)
 	return nil
 }

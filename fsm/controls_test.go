@@ -58,7 +58,11 @@ func TestPauseAndResumeOfImplTypes(t *testing.T) {
 		t.Fatalf("controls %+v", c)
 	}
 	// A whole-ring pause stays when some impl types resume; a resume of everything clears all.
+	// A pause without a reason keeps the one given before.
 	mustApply(t, s, &fsm.Pause{Ring: ringA, AtMs: 3})
+	if c := controlsOf(s, ringA); c.Reason != "email provider down" {
+		t.Fatalf("a pause without a reason dropped the last one: %+v", c)
+	}
 	mustApply(t, s, &fsm.Resume{Ring: ringA, Impl: []string{"email", "payment"}, AtMs: 4})
 	c = controlsOf(s, ringA)
 	if !c.Paused || !slices.Equal(c.PausedImpl, []string{"shipping"}) || c.SinceMs != 4 {

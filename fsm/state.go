@@ -93,7 +93,7 @@ type Controls struct {
 	Paused bool `json:"paused,omitempty"`
 	// PausedImpl are the stacksaga impl types whose executions are paused, sorted.
 	PausedImpl []string `json:"paused_impl,omitempty"`
-	// Reason is the operator's note of the last pause.
+	// Reason is the operator's note of the last pause that gave one.
 	Reason string `json:"reason,omitempty"`
 	// RatePerS is the ring's execution rate limit, split among the members in proportion to the
 	// tokens assigned to them; 0 means none.
