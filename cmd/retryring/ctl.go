@@ -48,7 +48,7 @@ func newCtlCommand() *cobra.Command {
 	ring.Flags().StringVar(&addr, "coordinator", "http://127.0.0.1:7480", "admin HTTP address of any coordinator")
 	ring.Flags().StringVarP(&output, "output", "o", "table", "table, or json: the view as GET /v1/ring answers it")
 	annotateEnv(ring)
-	ctl.AddCommand(ring)
+	ctl.AddCommand(ring, newPauseCommand(), newResumeCommand(), newLimitCommand())
 	return ctl
 }
 

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/lease"
+)
+
+// controlsTimeout bounds one flow-control call: a follower forwards it to the leader, which
+// commits it.
+const controlsTimeout = 15 * time.Second
+
+// controlFlags are the flags every flow-control command takes.
+type controlFlags struct {
+	coordinator string
+	ring        string
+	output      string
+}
+
+func (f *controlFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.coordinator, "coordinator", "http://127.0.0.1:7480", "admin HTTP address of any coordinator (a follower forwards the call to the leader)")
+	fs.StringVar(&f.ring, "ring", "", "the ring, as REGION/CLUSTER/SERVICE (required)")
+	fs.StringVarP(&f.output, "output", "o", "table", "output: table or json")
+}
+
+// parseRing reads REGION/CLUSTER/SERVICE.
+func parseRing(s string) (lease.RingKey, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return lease.RingKey{}, fmt.Errorf("--ring: want REGION/CLUSTER/SERVICE, got %q", s)
+	}
+	k := lease.RingKey{Region: parts[0], Cluster: parts[1], Service: parts[2]}
+	if err := k.Validate(); err != nil {
+		return lease.RingKey{}, fmt.Errorf("--ring %q: %w", s, err)
+	}
+	return k, nil
+}
+
+func newPauseCommand() *cobra.Command {
+	var f controlFlags
+	var req coordinator.PauseRequest
+	cmd := &cobra.Command{
+		Use:   "pause --ring REGION/CLUSTER/SERVICE [--impl TYPE ...] [--reason TEXT]",
+		Short: "Pause a ring: no traversal and no execution, or no execution of the given impl types",
+		Long: `Pause a ring. Without --impl its workers start no traversal and no execution; with --impl
+they start no execution of those stacksaga impl types (added to those paused already). Rows stay
+where they are, no attempt is used, calls in flight finish. A connected worker obeys within one
+lease renewal. The ring need not exist yet. The pause is replicated: it survives a failover.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd, os.LookupEnv)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.call(cmd, coordinator.ActionPause, req)
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().StringArrayVar(&req.Impl, "impl", nil, "pause only executions of this stacksaga impl type (repeat for more)")
+	cmd.Flags().StringVar(&req.Reason, "reason", "", "why, for the people who look at the ring")
+	annotateEnv(cmd)
+	return cmd
+}
+
+func newResumeCommand() *cobra.Command {
+	var f controlFlags
+	var req coordinator.ResumeRequest
+	cmd := &cobra.Command{
+		Use:   "resume --ring REGION/CLUSTER/SERVICE [--impl TYPE ...]",
+		Short: "End a ring's pauses: every one, or those of the given impl types",
+		Args:  cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd, os.LookupEnv)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.call(cmd, coordinator.ActionResume, req)
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().StringArrayVar(&req.Impl, "impl", nil, "resume only this impl type (repeat for more); a pause of the whole ring stays")
+	annotateEnv(cmd)
+	return cmd
+}
+
+func newLimitCommand() *cobra.Command {
+	var f controlFlags
+	var perSecond float64
+	var clear bool
+	cmd := &cobra.Command{
+		Use:   "limit --ring REGION/CLUSTER/SERVICE (--per-second N | --clear)",
+		Short: "Limit a ring's executions per second, or clear the limit",
+		Long: `Limit a ring's executions to N per second. The leader splits N among the ring's members in
+proportion to the tokens assigned to them; each worker enforces its part. --clear removes the limit.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindEnv(cmd, os.LookupEnv)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Changed misses a value from the environment: bindEnv sets the flag's value itself.
+			set := cmd.Flags().Changed("per-second") || perSecond != 0
+			switch {
+			case set == clear:
+				return errors.New("give either --per-second N or --clear")
+			case clear:
+				return f.call(cmd, coordinator.ActionLimit, coordinator.LimitRequest{Clear: true})
+			case !(perSecond > 0) || math.IsInf(perSecond, 1):
+				return fmt.Errorf("--per-second must be a number of executions per second above 0, got %v (to remove the limit: --clear)", perSecond)
+			}
+			return f.call(cmd, coordinator.ActionLimit, coordinator.LimitRequest{PerSecond: &perSecond})
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().Float64Var(&perSecond, "per-second", 0, "executions per second for the whole ring, above 0")
+	cmd.Flags().BoolVar(&clear, "clear", false, "remove the ring's rate limit")
+	annotateEnv(cmd)
+	return cmd
+}
+
+// call posts body to the ring's action on the coordinator and prints the controls it committed.
+func (f *controlFlags) call(cmd *cobra.Command, action string, body any) error {
+	ring, err := parseRing(f.ring)
+	if err != nil {
+		return err
+	}
+	if f.output != "table" && f.output != "json" {
+		return fmt.Errorf("-o: want table or json, got %q", f.output)
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	addr := f.coordinator
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	path := coordinator.PathRings + url.PathEscape(ring.Region) + "/" + url.PathEscape(ring.Cluster) + "/" +
+		url.PathEscape(ring.Service) + "/" + action
+	ctx, cancel := context.WithTimeout(cmd.Context(), controlsTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(addr, "/")+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("coordinator unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var we lease.WireError
+		if json.Unmarshal(answer, &we) == nil && we.Code != "" {
+			return fmt.Errorf("coordinator answered %s: %s: %s", resp.Status, we.Code, we.Message)
+		}
+		return fmt.Errorf("coordinator answered %s: %s", resp.Status, strings.TrimSpace(string(answer)))
+	}
+	if f.output == "json" {
+		_, err := cmd.OutOrStdout().Write(answer)
+		return err
+	}
+	var got coordinator.ControlsAnswer
+	if err := json.Unmarshal(answer, &got); err != nil {
+		return fmt.Errorf("coordinator at %s answered something that is not the ring's controls: %w", addr, err)
+	}
+	return printControls(cmd.OutOrStdout(), got)
+}
+
+func printControls(w io.Writer, a coordinator.ControlsAnswer) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	c := a.Controls
+	fmt.Fprintf(tw, "ring %s, committed by %s\n", a.Ring, a.LeaderID)
+	fmt.Fprintln(tw, "PAUSED\tPAUSED IMPL\tRATE LIMIT\tREASON\tSINCE")
+	paused, impls, rate, reason, since := "no", "-", "none", "-", "-"
+	if c.Paused {
+		paused = "yes"
+	}
+	if len(c.PausedImpl) > 0 {
+		impls = strings.Join(c.PausedImpl, ",")
+	}
+	if c.RatePerS != nil {
+		rate = fmt.Sprintf("%g/s", *c.RatePerS)
+	}
+	if c.Reason != "" {
+		reason = c.Reason
+	}
+	if c.SinceMs > 0 {
+		since = time.UnixMilli(c.SinceMs).UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", paused, impls, rate, reason, since)
+	return tw.Flush()
+}
