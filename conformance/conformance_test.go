@@ -45,6 +45,12 @@ var wantChecks = []string{
 	"renewal_same_epoch",
 	"reconnect_same_incarnation",
 	"ring_view",
+	"controls_in_every_element",
+	"admin_bad_request",
+	"pause_via_follower",
+	"pause_reaches_element",
+	"limit_share",
+	"resume_reaches_element",
 	"unknown_route",
 	"bad_request_json",
 	"bad_request_worker_id",
@@ -54,6 +60,7 @@ var wantChecks = []string{
 	"second_waits_for_release",
 	"release_ack",
 	"second_gets_other_half",
+	"no_controls_without_feature",
 	"ring_view_two_members",
 	"leave_ack",
 	"leave_completes_stream",
@@ -99,6 +106,7 @@ func TestJSClientSpeaksTheDocumentedProtocol(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, scriptName,
 		"--follower", follower.RSocketAddr(),
+		"--follower-http", follower.Node().HTTPAddr(),
 		"--renewal-ms", strconv.FormatInt(c.Options().Timing.Renewal.Milliseconds(), 10),
 		"--timeout-ms", strconv.FormatInt(scriptOwnBound.Milliseconds(), 10),
 	)

@@ -4,13 +4,18 @@
 // npm, versions pinned in js/package-lock.json) — against three real coordinators on loopback
 // (internal/ringtest), with the product's default lease timing.
 //
-// The script holds one scripted conversation and is given a follower's address only:
+// The script holds one scripted conversation and is given a follower's addresses only (RSocket,
+// and admin HTTP for the flow controls):
 //   - its routing metadata is byte for byte the table of the document;
 //   - the follower answers ring.view and ring.leases with not_leader, and the script follows the
 //     redirect; malformed SETUPs are refused with bad_setup;
 //   - alone on its ring, a worker gets the whole ring as Node-0, keeps one element of demand
-//     outstanding and receives renewals of the same epoch; it reconnects with the same
-//     incarnation and keeps its epoch and ranges; ring.view agrees with its lease;
+//     outstanding and receives renewals of the same epoch, each with renewal_ms; it reconnects
+//     with the same incarnation and keeps its epoch and ranges; ring.view agrees with its lease;
+//   - it announced "controls": every element carries them; a pause, a rate limit and a resume
+//     set through the follower's admin API (which passes them on to the leader) reach it in the
+//     first element sent after each commit, the limit as its part (all of it, alone); a rate of
+//     0 is refused with 400 bad_request; a worker that announced nothing gets no controls;
 //   - unknown_route and bad_request come back as documented;
 //   - a second worker joins: the first shrinks at once under a new epoch, the second gets nothing
 //     before the first releases, then the other half (disjoint, covering, equal);

@@ -7,11 +7,14 @@
 // status 1; a run whose every check passed exits 0.
 //
 // Usage:
-//   node client.mjs --follower HOST:PORT [--renewal-ms 1000] [--keepalive-ms 200] [--timeout-ms 45000]
+//   node client.mjs --follower HOST:PORT --follower-http HOST:PORT [--renewal-ms 1000]
+//                   [--keepalive-ms 200] [--timeout-ms 45000]
 //
-// Every flag also reads an environment variable: RETRYRING_FOLLOWER, RETRYRING_RENEWAL_MS,
-// RETRYRING_KEEPALIVE_MS, RETRYRING_TIMEOUT_MS. The client is given a follower's address only: it
-// must find the leader by following the not_leader redirect, as any worker would.
+// Every flag also reads an environment variable: RETRYRING_FOLLOWER, RETRYRING_FOLLOWER_HTTP,
+// RETRYRING_RENEWAL_MS, RETRYRING_KEEPALIVE_MS, RETRYRING_TIMEOUT_MS. The client is given a
+// follower's addresses only (RSocket, and admin HTTP for the flow controls of protocol.md 7.3): it
+// must find the leader by following the not_leader redirect, as any worker would, and the
+// follower must pass its admin calls on to the leader.
 
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -74,6 +77,7 @@ function millis(name, env, fallback, max) {
 
 const opts = {
   follower: option('follower', 'RETRYRING_FOLLOWER', ''),
+  followerHttp: option('follower-http', 'RETRYRING_FOLLOWER_HTTP', ''),
   renewalMs: millis('renewal-ms', 'RETRYRING_RENEWAL_MS', '1000', 60000),
   // protocol.md section 3: at most 200 ms between KEEPALIVE frames.
   keepAliveMs: millis('keepalive-ms', 'RETRYRING_KEEPALIVE_MS', '200', 200),
@@ -166,10 +170,12 @@ function parseAddr(addr) {
 }
 
 // Worker is one worker process as far as the coordinator can tell: a worker_id, an incarnation
-// drawn once per process start, and one RSocket connection at a time.
+// drawn once per process start, the SETUP features it announces (protocol.md 2), and one RSocket
+// connection at a time.
 class Worker {
-  constructor(workerId) {
+  constructor(workerId, features = []) {
     this.workerId = workerId;
+    this.features = features;
     this.incarnation = randomUUID();
     this.socket = null;
     // held is the lease installed last (protocol.md 5.4), across connections; installed lists
@@ -206,6 +212,7 @@ class Worker {
               region: RING.region,
               cluster: RING.cluster,
               service: RING.service,
+              ...(this.features.length > 0 ? { features: this.features } : {}),
             }),
             'utf8',
           ),
@@ -450,6 +457,13 @@ function validateLease(check, worker, lease) {
   expect(check, lease.node_count >= 1, 'node_count must be at least 1', { lease });
   expect(check, lease.node_index < lease.node_count, `node_index ${lease.node_index} is not below node_count ${lease.node_count}`, { lease });
   expect(check, lease.ttl_ms > 0, 'ttl_ms must be positive', { lease });
+  nonNegInt(check, lease.renewal_ms, 'renewal_ms');
+  expect(check, lease.renewal_ms <= lease.ttl_ms, `renewal_ms ${lease.renewal_ms} is above ttl_ms ${lease.ttl_ms}`, { lease });
+  if (worker.features.includes('controls')) {
+    validateControls(check, lease);
+  } else {
+    expect(check, lease.controls === undefined, 'a client that did not announce "controls" got controls', { lease });
+  }
   expect(check, Array.isArray(lease.ranges), 'ranges must be an array', { lease });
   for (const [i, r] of lease.ranges.entries()) {
     expect(check, r && typeof r === 'object', `ranges[${i}] must be an object`, { lease });
@@ -461,6 +475,16 @@ function validateLease(check, worker, lease) {
   for (let i = 1; i < rs.length; i++) {
     expect(check, rs[i][0] > rs[i - 1][1], `ranges overlap at ${rs[i][0]}`, { lease });
   }
+}
+
+// validateControls checks the controls every element to a client that announced "controls" carries
+// (protocol.md 7.2).
+function validateControls(check, lease) {
+  const c = lease.controls;
+  expect(check, c !== null && typeof c === 'object' && !Array.isArray(c), 'an element to a client that announced "controls" must carry a controls object', { lease });
+  expect(check, typeof c.paused === 'boolean', 'controls.paused must be a boolean', { controls: c });
+  expect(check, Array.isArray(c.paused_impl) && c.paused_impl.every((s) => typeof s === 'string'), 'controls.paused_impl must be an array of strings', { controls: c });
+  expect(check, c.rate_per_s === null || (typeof c.rate_per_s === 'number' && c.rate_per_s >= 0), 'controls.rate_per_s must be null or a number >= 0', { controls: c });
 }
 
 // covers checks that the union of the leases' ranges is the whole ring with no gap and no overlap.
@@ -485,7 +509,55 @@ function briefLease(lease) {
     node_count: lease.node_count,
     ranges: lease.ranges,
     ttl_ms: lease.ttl_ms,
+    renewal_ms: lease.renewal_ms,
+    ...(lease.controls !== undefined ? { controls: lease.controls } : {}),
   };
+}
+
+// admin posts a flow-control call to the follower's admin HTTP address (protocol.md 7.3) and
+// resolves with the status and the parsed body (null when it is not JSON).
+async function admin(action, body) {
+  const path = [RING.region, RING.cluster, RING.service].map(encodeURIComponent).join('/');
+  const res = await fetch(`http://${opts.followerHttp}/v1/rings/${path}/${action}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(10000),
+  });
+  const text = await res.text();
+  let parsed = null;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = null;
+  }
+  return { status: res.status, body: parsed, text };
+}
+
+// controlsCall makes an admin call that must succeed and checks the answer's shape.
+async function controlsCall(check, leader, action, body) {
+  let res;
+  try {
+    res = await admin(action, body);
+  } catch (err) {
+    fail(check, `POST ${action}: ${err.message}`);
+  }
+  expect(check, res.status === 200 && res.body !== null, `POST ${action} answered ${res.status}: ${res.text}`);
+  const a = res.body;
+  expect(check, a.ring && sameRing(a.ring), 'the answer names another ring', { answer: a });
+  expect(check, a.leader_id === leader.leader_id, `the answer comes from ${a.leader_id}, not the leader ${leader.leader_id}`, { answer: a });
+  const c = a.controls;
+  expect(check, c && typeof c.paused === 'boolean' && Array.isArray(c.paused_impl) && typeof c.reason === 'string', 'the answer must carry the ring\'s controls', { answer: a });
+  expect(check, c.rate_per_s === null || typeof c.rate_per_s === 'number', 'controls.rate_per_s must be null or a number', { answer: a });
+  nonNegInt(check, c.since_ms, 'controls.since_ms');
+  return a;
+}
+
+// firstAfter reads stream's elements until one satisfies pred, and returns it with the number of
+// elements that arrived after mark (a count of stream.history) before it.
+async function firstAfter(check, stream, mark, pred, timeoutMs) {
+  const el = await stream.until(check, pred, timeoutMs);
+  return { el, before: stream.history.indexOf(el) - mark };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -707,10 +779,10 @@ function exclusive(check, workers) {
 }
 
 async function main() {
-  if (!opts.follower) {
-    throw new Error('--follower HOST:PORT (or RETRYRING_FOLLOWER) is required');
+  if (!opts.follower || !opts.followerHttp) {
+    throw new Error('--follower HOST:PORT and --follower-http HOST:PORT (or RETRYRING_FOLLOWER, RETRYRING_FOLLOWER_HTTP) are required');
   }
-  const a = new Worker(`js-a-${randomUUID().slice(0, 8)}`);
+  const a = new Worker(`js-a-${randomUUID().slice(0, 8)}`, ['controls']);
   const b = new Worker(`js-b-${randomUUID().slice(0, 8)}`);
   const timer = setTimeout(() => {
     report({ check: 'run', ok: false, error: `the conversation did not end within ${opts.timeoutMs} ms` });
@@ -773,6 +845,7 @@ async function conversation(a, b) {
   check = 'first_lease_whole_ring';
   const first = await la.until(check, () => true, 5000);
   const l1 = first.lease;
+  expect(check, l1.renewal_ms === opts.renewalMs, `renewal_ms ${l1.renewal_ms}, the coordinators renew every ${opts.renewalMs} ms`, { lease: l1 });
   expect(check, l1.node_index === 0 && l1.node_count === 1, `a lone worker is Node-0 of 1, got node_index ${l1.node_index} of ${l1.node_count}`, { lease: l1 });
   expect(check, l1.ranges.length === 1 && l1.ranges[0].start === '-9223372036854775808' && l1.ranges[0].end === '9223372036854775807', 'a lone worker holds the whole ring as one range', { lease: l1 });
   covers(check, l1);
@@ -813,6 +886,48 @@ async function conversation(a, b) {
   const ring1 = await view(check, a, leader);
   // The generation is not compared with the lease's: the view may be newer than the last element.
   pass(check, { generation: ring1.generation, lease_generation: a.held.generation, member: member(check, ring1, a, a.held) });
+
+  // 3b. Flow controls (protocol.md 7.2 and 7.3). A announced "controls": every element carries
+  // them. A pause set through the follower's admin API reaches A in the first element sent after
+  // the commit (one sent before it may still be on its way), which the leader sends at once.
+  check = 'controls_in_every_element';
+  expect(check, a.installed.every((el) => el.lease.controls && !el.lease.controls.paused && el.lease.controls.rate_per_s === null), 'before any control is set, nothing is paused or limited', { controls: a.installed.map((el) => el.lease.controls) });
+  pass(check, { elements: a.installed.length, controls: a.held.controls });
+
+  check = 'admin_bad_request';
+  const bad = await admin('limit', { per_second: 0 });
+  expect(check, bad.status === 400 && bad.body && bad.body.error === 'bad_request' && typeof bad.body.message === 'string', `a rate of 0 must be refused with 400 bad_request, got ${bad.status} ${bad.text}`);
+  pass(check, { data: bad.body });
+
+  check = 'pause_via_follower';
+  const paused = await controlsCall(check, leader, 'pause', { reason: 'conformance' });
+  const pausedAt = now();
+  const markPause = la.history.length;
+  expect(check, paused.controls.paused === true && paused.controls.reason === 'conformance', 'the committed controls do not say paused', { answer: paused });
+  pass(check, { answer: paused });
+
+  check = 'pause_reaches_element';
+  const p1 = await firstAfter(check, la, markPause, (l) => l.controls.paused, 2 * opts.renewalMs + 3000);
+  expect(check, p1.before <= 1, `${p1.before} elements arrived after the pause was committed before one said paused`, { lease: briefLease(p1.el.lease) });
+  pass(check, { after_answer_ms: Math.round(p1.el.receivedAt - pausedAt), renewal_ms: opts.renewalMs, lease: briefLease(p1.el.lease) });
+
+  check = 'limit_share';
+  const markLimit = la.history.length;
+  const limited = await controlsCall(check, leader, 'limit', { per_second: 40 });
+  expect(check, limited.controls.rate_per_s === 40 && limited.controls.paused === true, 'the committed controls do not say 40 per second and paused', { answer: limited });
+  // Alone on the ring, A's part of the limit is all of it.
+  const r1 = await firstAfter(check, la, markLimit, (l) => l.controls.rate_per_s !== null, 2 * opts.renewalMs + 3000);
+  expect(check, r1.before <= 1 && Math.abs(r1.el.lease.controls.rate_per_s - 40) < 1e-9 && r1.el.lease.controls.paused, `want rate_per_s 40 (the whole ring) and still paused, got ${JSON.stringify(r1.el.lease.controls)} after ${r1.before} other elements`);
+  pass(check, { controls: r1.el.lease.controls });
+
+  check = 'resume_reaches_element';
+  const markResume = la.history.length;
+  await controlsCall(check, leader, 'resume', {});
+  const cleared = await controlsCall(check, leader, 'limit', { clear: true });
+  expect(check, !cleared.controls.paused && cleared.controls.rate_per_s === null && cleared.controls.paused_impl.length === 0, 'the ring is still paused or limited', { answer: cleared });
+  const r2 = await firstAfter(check, la, markResume, (l) => !l.controls.paused && l.controls.rate_per_s === null, 2 * opts.renewalMs + 3000);
+  expect(check, r2.before <= 2, `${r2.before} elements arrived after the resume before one said so`);
+  pass(check, { controls: r2.el.lease.controls });
 
   // 4. The error catalog for an unknown route and malformed requests.
   check = 'unknown_route';
@@ -863,6 +978,10 @@ async function conversation(a, b) {
   expect(check, diff >= -1n && diff <= 1n, `shares differ by ${diff} tokens`);
   pass(check, { lease: briefLease(lb1) });
 
+  // B announced no feature: validateLease refused controls in any of its elements.
+  check = 'no_controls_without_feature';
+  pass(check, { elements: b.installed.length });
+
   check = 'ring_view_two_members';
   const ring2 = await view(check, b, leader, ''); // protocol.md 4: empty data counts as {}
   expect(check, ring2.generation === lb1.generation, `the ring's generation ${ring2.generation} is not the leases' ${lb1.generation}`);
@@ -902,7 +1021,7 @@ async function conversation(a, b) {
   // 7. A new incarnation of A's worker_id is a new worker: the old connection is closed, and the
   // new one gets no range before the old incarnation's lease has expired (protocol.md section 10).
   // Both run in this process, so one monotonic clock compares them.
-  const a2 = new Worker(a.workerId);
+  const a2 = new Worker(a.workerId, a.features);
   await a2.connect(leader.leader_rsocket_addr);
   const la2 = a2.leases();
   check = 'new_incarnation_closes_old_connection';
