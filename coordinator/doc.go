@@ -6,20 +6,24 @@
 // request with not_leader (and the leader's RSocket address, learned from the replicated state) or
 // no_leader. The leader turns what it sees into Raft commands and streams what was committed:
 //
+//	elected, barrier passed         -> commit fsm.CommitTiming (its lease timing), then send
 //	worker subscribes ring.leases   -> commit fsm.Join
 //	fsm.Plan gives new assignments  -> commit fsm.Assign, then push the new lease at once
 //	renewal tick                    -> VerifyLeader, then answer outstanding demand (no Raft write)
 //	ring.release / ring.leave       -> commit fsm.Release / fsm.Leave, then plan again
 //	connection closed or silent     -> commit fsm.Down
 //	hold no longer possibly in use  -> commit fsm.Expire, then plan again
+//	longest timing waited out       -> commit fsm.RetireTiming
+//	operator pause, resume, limit   -> commit fsm.Pause / Resume / Limit, then answer demand at once
 //	ring.report                     -> keep it in memory (reports.go), never in Raft
 //	every report period             -> sample each ring's backlog age, drop reports of members gone
 //
 // What it must never do: send a lease element carrying an assignment that is not committed; send
 // anything while it cannot show that a quorum heard from it within the Raft leader lease timeout;
-// expire a hold before the last element of that epoch it sent (or, for a new leader, its own
-// election) is older than the holder bound; decide membership or ranges anywhere but in the
-// committed state. docs/architecture.md has the proof sketch these rules come from.
+// expire a hold before the last element of that epoch it sent is older than its holder bound, or
+// before its own election is older than the leader lease plus the longest committed timing's
+// holder bound; decide membership or ranges anywhere but in the committed state.
+// docs/architecture.md has the proof sketch these rules come from.
 //
 // Usage (the binary does exactly this):
 //
@@ -30,9 +34,16 @@
 //	n.Close() // hands leadership over first
 //
 // The admin HTTP listener serves GET / (the ring page, page.go), GET /v1/ring (the same view as
-// JSON), /healthz, /readyz and /metrics (metrics.go); all of them read the view, none decides. The
-// leader's view adds what workers reported (backlog.go): it is for people and alerts, and no
-// decision of the coordinator reads it.
+// JSON), /healthz, /readyz and /metrics (metrics.go), which read the view and decide nothing (the
+// leader's view adds what workers reported, backlog.go: it is for people and alerts, and no
+// decision of the coordinator reads it); and the mutations POST
+// /v1/rings/{region}/{cluster}/{service}/pause|resume|limit (admin.go), which all pass through one
+// wrapper: the caller's authorization, strict input, forwarding from a follower to the leader,
+// the version gate (register.go), the commit.
+//
+// A command type is proposed only once every server of the Raft configuration registered an FSM
+// version that knows it; a node whose FSM halted at an entry it does not know is not ready and
+// does not lead.
 //
 // Time that decides anything comes from Config.Clock; the pure decisions (which holds may expire,
 // which members are down) live in decide.go and are tested on a manual clock.
