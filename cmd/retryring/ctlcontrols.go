@@ -52,65 +52,58 @@ func parseRing(s string) (lease.RingKey, error) {
 	return k, nil
 }
 
-func newPauseCommand() *cobra.Command {
+// controlCommand builds a flow-control subcommand: the flags of every one (controlFlags), those
+// its flags adds, and run, which makes the call.
+func controlCommand(use, short, long string, flags func(fs *pflag.FlagSet), run func(cmd *cobra.Command, f *controlFlags) error) *cobra.Command {
 	var f controlFlags
-	var req coordinator.PauseRequest
 	cmd := &cobra.Command{
-		Use:   "pause --ring REGION/CLUSTER/SERVICE [--impl TYPE ...] [--reason TEXT]",
-		Short: "Pause a ring: no traversal and no execution, or no execution of the given impl types",
-		Long: `Pause a ring. Without --impl its workers start no traversal and no execution; with --impl
+		Use: use, Short: short, Long: long, Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return bindEnv(cmd, os.LookupEnv) },
+		RunE:    func(cmd *cobra.Command, _ []string) error { return run(cmd, &f) },
+	}
+	f.register(cmd.Flags())
+	flags(cmd.Flags())
+	annotateEnv(cmd)
+	return cmd
+}
+
+func newPauseCommand() *cobra.Command {
+	var req coordinator.PauseRequest
+	return controlCommand("pause --ring REGION/CLUSTER/SERVICE [--impl TYPE ...] [--reason TEXT]",
+		"Pause a ring: no traversal and no execution, or no execution of the given impl types",
+		`Pause a ring. Without --impl its workers start no traversal and no execution; with --impl
 they start no execution of those stacksaga impl types (added to those paused already). Rows stay
 where they are, no attempt is used, calls in flight finish. A connected worker obeys within one
 lease renewal. The ring need not exist yet. The pause is replicated: it survives a failover.`,
-		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return bindEnv(cmd, os.LookupEnv)
+		func(fs *pflag.FlagSet) {
+			fs.StringArrayVar(&req.Impl, "impl", nil, "pause only executions of this stacksaga impl type (repeat for more)")
+			fs.StringVar(&req.Reason, "reason", "", "why, for the people who look at the ring (kept from the last pause when not given)")
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.call(cmd, coordinator.ActionPause, req)
-		},
-	}
-	f.register(cmd.Flags())
-	cmd.Flags().StringArrayVar(&req.Impl, "impl", nil, "pause only executions of this stacksaga impl type (repeat for more)")
-	cmd.Flags().StringVar(&req.Reason, "reason", "", "why, for the people who look at the ring")
-	annotateEnv(cmd)
-	return cmd
+		func(cmd *cobra.Command, f *controlFlags) error { return f.call(cmd, coordinator.ActionPause, req) })
 }
 
 func newResumeCommand() *cobra.Command {
-	var f controlFlags
 	var req coordinator.ResumeRequest
-	cmd := &cobra.Command{
-		Use:   "resume --ring REGION/CLUSTER/SERVICE [--impl TYPE ...]",
-		Short: "End a ring's pauses: every one, or those of the given impl types",
-		Args:  cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return bindEnv(cmd, os.LookupEnv)
+	return controlCommand("resume --ring REGION/CLUSTER/SERVICE [--impl TYPE ...]",
+		"End a ring's pauses: every one, or those of the given impl types", "",
+		func(fs *pflag.FlagSet) {
+			fs.StringArrayVar(&req.Impl, "impl", nil, "resume only this impl type (repeat for more); a pause of the whole ring stays")
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.call(cmd, coordinator.ActionResume, req)
-		},
-	}
-	f.register(cmd.Flags())
-	cmd.Flags().StringArrayVar(&req.Impl, "impl", nil, "resume only this impl type (repeat for more); a pause of the whole ring stays")
-	annotateEnv(cmd)
-	return cmd
+		func(cmd *cobra.Command, f *controlFlags) error { return f.call(cmd, coordinator.ActionResume, req) })
 }
 
 func newLimitCommand() *cobra.Command {
-	var f controlFlags
 	var perSecond float64
 	var clear bool
-	cmd := &cobra.Command{
-		Use:   "limit --ring REGION/CLUSTER/SERVICE (--per-second N | --clear)",
-		Short: "Limit a ring's executions per second, or clear the limit",
-		Long: `Limit a ring's executions to N per second. The leader splits N among the ring's members in
+	return controlCommand("limit --ring REGION/CLUSTER/SERVICE (--per-second N | --clear)",
+		"Limit a ring's executions per second, or clear the limit",
+		`Limit a ring's executions to N per second. The leader splits N among the ring's members in
 proportion to the tokens assigned to them; each worker enforces its part. --clear removes the limit.`,
-		Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			return bindEnv(cmd, os.LookupEnv)
+		func(fs *pflag.FlagSet) {
+			fs.Float64Var(&perSecond, "per-second", 0, "executions per second for the whole ring, above 0")
+			fs.BoolVar(&clear, "clear", false, "remove the ring's rate limit")
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		func(cmd *cobra.Command, f *controlFlags) error {
 			// Changed misses a value from the environment: bindEnv sets the flag's value itself.
 			set := cmd.Flags().Changed("per-second") || perSecond != 0
 			switch {
@@ -122,13 +115,7 @@ proportion to the tokens assigned to them; each worker enforces its part. --clea
 				return fmt.Errorf("--per-second must be a number of executions per second above 0, got %v (to remove the limit: --clear)", perSecond)
 			}
 			return f.call(cmd, coordinator.ActionLimit, coordinator.LimitRequest{PerSecond: &perSecond})
-		},
-	}
-	f.register(cmd.Flags())
-	cmd.Flags().Float64Var(&perSecond, "per-second", 0, "executions per second for the whole ring, above 0")
-	cmd.Flags().BoolVar(&clear, "clear", false, "remove the ring's rate limit")
-	annotateEnv(cmd)
-	return cmd
+		})
 }
 
 // call posts body to the ring's action on the coordinator and prints the controls it committed.
