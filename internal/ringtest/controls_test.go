@@ -27,11 +27,17 @@ import (
 // (the harness's workers run worker/leaseclient, whose features are its own). It keeps one
 // element of demand outstanding, follows not_leader, reconnects with its incarnation, and never
 // releases: a shrink of its range waits for the expiry of what it held.
+//
+// It connects only to coordinators that run: rsocket-go closes a connection's send queue, when
+// the connection fails, while the client's first Request may be sending to it (a race that
+// worker/leaseclient orders with a connection wrapper of its own). Once connected, every later
+// Request is sent from OnNext, on the goroutine that also closes the connection.
 type rawWorker struct {
 	id, inc  string
 	features []string
 	ring     lease.RingKey
 	addrs    []string
+	running  func(addr string) bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -49,8 +55,16 @@ type rawElement struct {
 }
 
 func startRaw(t *testing.T, c *Cluster, id string, features ...string) *rawWorker {
+	running := func(addr string) bool {
+		for _, co := range c.Coordinators() {
+			if co.RSocketAddr() == addr {
+				return co.Running()
+			}
+		}
+		return false
+	}
 	w := &rawWorker{id: id, inc: id + "-1", features: features, ring: c.Options().Ring, addrs: c.RSocketAddrs(),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		running: running, stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	t.Cleanup(func() {
 		close(w.stop)
@@ -63,13 +77,16 @@ func (w *rawWorker) run() {
 	defer close(w.done)
 	next, addr := 0, w.addrs[0]
 	for {
-		redirect := w.session(addr)
+		redirect := ""
+		if w.running(addr) {
+			redirect = w.session(addr)
+		}
 		select {
 		case <-w.stop:
 			return
 		default:
 		}
-		if redirect != "" {
+		if redirect != "" && w.running(redirect) {
 			addr = redirect
 			continue
 		}
@@ -104,10 +121,21 @@ func (w *rawWorker) session(addr string) (redirect string) {
 	md, _ := extension.NewCompositeMetadataBuilder().PushWellKnown(extension.MessageRouting, tags).Build()
 
 	ended := make(chan error, 1)
+	end := func(err error) {
+		select {
+		case ended <- err:
+		default: // the stream ended already
+		}
+	}
 	// demandMu keeps a Request from racing with Close: rsocket-go closes its send queue while a
-	// concurrent Request may still write to it.
+	// concurrent Request may still write to it. Deferred after Close, halting runs before it.
 	var demandMu sync.Mutex
 	halted := false
+	defer func() {
+		demandMu.Lock()
+		halted = true
+		demandMu.Unlock()
+	}()
 	demand := time.Now()
 	var sub rx.Subscription
 	ask := func() {
@@ -116,28 +144,48 @@ func (w *rawWorker) session(addr string) (redirect string) {
 			sub.Request(1)
 		}
 	}
-	client.RequestStream(payload.New([]byte("{}"), md)).Subscribe(context.Background(),
-		rx.OnSubscribe(func(_ context.Context, s rx.Subscription) {
-			demandMu.Lock()
-			defer demandMu.Unlock()
-			sub = s
-			ask()
-		}),
-		rx.OnNext(func(p payload.Payload) error {
-			var el lease.WireLease
-			if err := json.Unmarshal(p.Data(), &el); err != nil {
-				return err
-			}
-			demandMu.Lock()
-			defer demandMu.Unlock()
-			w.mu.Lock()
-			w.got = append(w.got, rawElement{wire: el, demand: demand, at: time.Now(), via: addr})
-			w.mu.Unlock()
-			ask()
-			return nil
-		}),
-		rx.OnError(func(err error) { ended <- err }),
-		rx.OnComplete(func() { ended <- nil }))
+	subscribed := func() (lost bool) {
+		// rsocket-go panics here when the connection closed since SETUP: a lost connection.
+		defer func() { lost = recover() != nil }()
+		client.RequestStream(payload.New([]byte("{}"), md)).Subscribe(context.Background(),
+			rx.OnSubscribe(func(_ context.Context, s rx.Subscription) {
+				// The first Request runs beside this callback, which waits for it: when the
+				// connection closes meanwhile, rsocket-go errors the stream from inside Request
+				// and delivers the error only once this callback returned. Waiting orders the
+				// Request before that error for the race detector, the bound ends the wait.
+				queued := make(chan struct{})
+				go func() {
+					defer close(queued)
+					demandMu.Lock()
+					defer demandMu.Unlock()
+					sub = s
+					ask()
+				}()
+				select {
+				case <-queued:
+				case <-time.After(250 * time.Millisecond):
+				}
+			}),
+			rx.OnNext(func(p payload.Payload) error {
+				var el lease.WireLease
+				if err := json.Unmarshal(p.Data(), &el); err != nil {
+					return err
+				}
+				demandMu.Lock()
+				defer demandMu.Unlock()
+				w.mu.Lock()
+				w.got = append(w.got, rawElement{wire: el, demand: demand, at: time.Now(), via: addr})
+				w.mu.Unlock()
+				ask()
+				return nil
+			}),
+			rx.OnError(end),
+			rx.OnComplete(func() { end(nil) }))
+		return false
+	}
+	if subscribed() {
+		return ""
+	}
 	select {
 	case err := <-ended:
 		var re rsocket.Error
@@ -149,9 +197,6 @@ func (w *rawWorker) session(addr string) (redirect string) {
 		}
 	case <-w.stop:
 	}
-	demandMu.Lock()
-	halted = true
-	demandMu.Unlock()
 	return redirect
 }
 
@@ -307,9 +352,11 @@ func TestFlowControls(t *testing.T) {
 	}
 
 	// A rate limit: each part is the limit times the member's share of the ring; they add up.
+	// Marks are taken after the answer: every element received after it carries the change, but
+	// for one that was on its way when the change was committed.
 	fol := follower(c)
-	mark := []int{len(f1.elements()), len(f2.elements())}
 	a := controlsCall(t, fol, ring, coordinator.ActionLimit, `{"per_second":90}`)
+	mark := []int{len(f1.elements()), len(f2.elements())}
 	if a.Controls.RatePerS == nil || *a.Controls.RatePerS != 90 || a.LeaderID != c.Leader().ID {
 		t.Fatalf("limit through %s: %+v", fol.ID, a)
 	}
@@ -333,21 +380,22 @@ func TestFlowControls(t *testing.T) {
 	}
 	generation := func() uint64 { r, _ := c.Leader().View().Ring(ring); return r.Generation }
 	gen := generation()
-	mark = []int{len(f1.elements()), len(f2.elements())}
-	committed := time.Now()
+	sentMark := []int{len(f1.elements()), len(f2.elements())}
+	sent := time.Now()
 	a = controlsCall(t, fol, ring, coordinator.ActionPause, `{"reason":"downstream maintenance"}`)
 	if !a.Controls.Paused || a.Controls.Reason != "downstream maintenance" {
 		t.Fatalf("pause: %+v", a)
 	}
 	answered := time.Now()
+	mark = []int{len(f1.elements()), len(f2.elements())}
 	pAtAnswer := len(p.elements())
 	for i, w := range []*rawWorker{f1, f2} {
-		el, skipped := w.waitElement(t, "paused in an element", mark[i], paused)
-		if skipped > 1 {
-			t.Fatalf("%s: %d elements after the commit before one said paused", w.id, skipped)
+		if _, skipped := w.waitElement(t, "paused in an element", mark[i], paused); skipped > 1 {
+			t.Fatalf("%s: %d elements after the answer before one said paused", w.id, skipped)
 		}
-		t.Logf("%s: paused reached it %v after the call was sent (%v after the answer; renewal %v)", w.id,
-			el.at.Sub(committed).Round(time.Millisecond), el.at.Sub(answered).Round(time.Millisecond), timing.Renewal)
+		first, _ := w.waitElement(t, "paused in an element", sentMark[i], paused)
+		t.Logf("%s: paused reached it %v after the call was sent, %v after its answer (renewal %v)", w.id,
+			first.at.Sub(sent).Round(time.Millisecond), first.at.Sub(answered).Round(time.Millisecond), timing.Renewal)
 	}
 	// p gets nothing: its lease runs out while f1 goes on being renewed, and it keeps its tokens.
 	// (An element sent before the commit may still arrive after the answer.)
