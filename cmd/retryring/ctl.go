@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/retryring/retryring/coordinator"
 )
 
 func newCtlCommand() *cobra.Command {
@@ -95,7 +97,9 @@ type ringViewJSON struct {
 		Cluster    string `json:"cluster"`
 		Service    string `json:"service"`
 		Generation uint64 `json:"generation"`
-		Members    []struct {
+		// Controls are the ring's flow controls (docs/protocol.md section 7.3).
+		Controls coordinator.ControlsView `json:"controls"`
+		Members  []struct {
 			WorkerID       string                        `json:"worker_id"`
 			NodeIndex      int                           `json:"node_index"`
 			Epoch          uint64                        `json:"epoch"`
@@ -103,6 +107,9 @@ type ringViewJSON struct {
 			LeaseExpiresMs int64                         `json:"lease_expires_ms"`
 			State          string                        `json:"state"`
 			Report         *memberReportJSON             `json:"report"`
+			// Controls is false for a member that did not announce the controls feature; the
+			// leader's view only.
+			Controls *bool `json:"controls"`
 		} `json:"members"`
 		Backlog *backlogJSON `json:"backlog"`
 	} `json:"rings"`
@@ -151,6 +158,7 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 	}
 	for _, r := range v.Rings {
 		fmt.Fprintf(tw, "\nring %s/%s/%s (generation %d)\n", r.Region, r.Cluster, r.Service, r.Generation)
+		fmt.Fprintln(tw, controlsLine(r.Controls))
 		printBacklog(tw, r.Backlog)
 		fmt.Fprintln(tw, "NODE\tWORKER\tSTATE\tEPOCH\tLEASE LEFT\tREPORT\tPENDING\tEXEC/S\tBREAKERS\tRANGES")
 		for _, m := range r.Members {
@@ -184,7 +192,12 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 					report += " (lease does not fit)"
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", node, m.WorkerID, m.State, m.Epoch, left,
+			worker := m.WorkerID
+			if m.Controls != nil && !*m.Controls {
+				// It cannot obey an impl pause or a limit, and gets no renewal while paused.
+				worker += " (no controls)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", node, worker, m.State, m.Epoch, left,
 				report, pending, execs, breakers, strings.Join(ranges, " "))
 		}
 	}

@@ -173,25 +173,41 @@ func (f *controlFlags) call(cmd *cobra.Command, action string, body any) error {
 
 func printControls(w io.Writer, a coordinator.ControlsAnswer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	c := a.Controls
 	fmt.Fprintf(tw, "ring %s, committed by %s\n", a.Ring, a.LeaderID)
 	fmt.Fprintln(tw, "PAUSED\tPAUSED IMPL\tRATE LIMIT\tREASON\tSINCE")
-	paused, impls, rate, reason, since := "no", "-", "none", "-", "-"
+	p := formatControls(a.Controls)
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.paused, p.impls, p.rate, p.reason, p.since)
+	return tw.Flush()
+}
+
+// controlsLine is a ring's controls on one line of ctl ring.
+func controlsLine(c coordinator.ControlsView) string {
+	if !c.Paused && len(c.PausedImpl) == 0 && c.RatePerS == nil {
+		return "controls: none"
+	}
+	p := formatControls(c)
+	return fmt.Sprintf("controls: paused %s  paused impl %s  limit %s  reason %s  since %s", p.paused, p.impls, p.rate, p.reason, p.since)
+}
+
+// shownControls are a ring's controls as the CLI prints them, "-" for what is not set.
+type shownControls struct{ paused, impls, rate, reason, since string }
+
+func formatControls(c coordinator.ControlsView) shownControls {
+	p := shownControls{paused: "no", impls: "-", rate: "none", reason: "-", since: "-"}
 	if c.Paused {
-		paused = "yes"
+		p.paused = "yes"
 	}
 	if len(c.PausedImpl) > 0 {
-		impls = strings.Join(c.PausedImpl, ",")
+		p.impls = strings.Join(c.PausedImpl, ",")
 	}
 	if c.RatePerS != nil {
-		rate = fmt.Sprintf("%g/s", *c.RatePerS)
+		p.rate = fmt.Sprintf("%g/s", *c.RatePerS)
 	}
 	if c.Reason != "" {
-		reason = c.Reason
+		p.reason = c.Reason
 	}
 	if c.SinceMs > 0 {
-		since = time.UnixMilli(c.SinceMs).UTC().Format(time.RFC3339)
+		p.since = time.UnixMilli(c.SinceMs).UTC().Format(time.RFC3339)
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", paused, impls, rate, reason, since)
-	return tw.Flush()
+	return p
 }

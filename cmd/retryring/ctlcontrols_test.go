@@ -107,3 +107,32 @@ func TestCtlPauseResumeLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestCtlRingShowsControls: ctl ring prints each ring's controls and marks a member that did not
+// announce the controls feature.
+func TestCtlRingShowsControls(t *testing.T) {
+	view := `{"coordinator_id":"c1","leader_id":"c1","raft_term":4,"coordinators":[],
+	 "rings":[{"region":"eu","cluster":"c1","service":"orders","generation":5,
+	  "controls":{"paused":true,"paused_impl":["payment"],"reason":"provider down","rate_per_s":25,"since_ms":1764590400000},
+	  "members":[
+	   {"worker_id":"w1","node_index":0,"epoch":12,"ranges":[],"lease_expires_ms":0,"state":"active","controls":true},
+	   {"worker_id":"w2","node_index":1,"epoch":13,"ranges":[],"lease_expires_ms":0,"state":"active","controls":false}]},
+	  {"region":"eu","cluster":"c1","service":"billing","generation":1,
+	   "controls":{"paused":false,"paused_impl":[],"reason":"","rate_per_s":null,"since_ms":0},"members":[]}]}`
+	out, err := runCtlRing(t, view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"controls: paused yes  paused impl payment  limit 25/s  reason provider down  since 2025-12-01T12:00:00Z",
+		"controls: none",
+		"w2 (no controls)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ctl ring lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "w1 (no controls)") {
+		t.Errorf("w1 announced controls, yet it is marked:\n%s", out)
+	}
+}
