@@ -50,7 +50,7 @@ type ringPage struct {
 	DeadLetters  string
 	Breakers     []string
 	Spark        sparkline
-	Controls     *pageControls
+	Controls     *ControlsView
 	LeaseUnfit   []string
 	UnknownCount int
 }
@@ -69,7 +69,7 @@ type memberPage struct {
 	Pending       string
 	DonePerS      string
 	// NoControls: the worker did not announce the controls feature, so it cannot obey an impl
-	// pause or a rate limit (the view says "controls": false).
+	// pause or a rate limit (the leader's view says "controls": false).
 	NoControls bool
 }
 
@@ -119,19 +119,14 @@ func buildPage(v RingView, history map[string][]backlogSample, now time.Time, re
 			}
 		}
 	}
-	controls := viewControls(v)
-	for ri, r := range v.Rings {
-		rp := ringPage{Name: r.Region + "/" + r.Cluster + "/" + r.Service, Generation: r.Generation}
-		rc := controls[ri]
-		rp.Controls = rc.Controls
+	for _, r := range v.Rings {
+		rp := ringPage{Name: r.Region + "/" + r.Cluster + "/" + r.Service, Generation: r.Generation, Controls: &r.Controls}
 		if r.Backlog != nil {
 			layBacklog(&rp, r.Backlog, history[r.key().String()], now)
 		}
 		for i, mv := range r.Members {
 			mp := memberPage{MemberView: mv, Color: memberColor(i), Node0: mv.NodeIndex == 0 && mv.State == MemberActive, ShortInc: mv.Incarnation}
-			if i < len(rc.Members) {
-				mp.NoControls = string(rc.Members[i].Controls) == "false"
-			}
+			mp.NoControls = mv.Controls != nil && !*mv.Controls
 			layReport(&mp, mv.Report)
 			if len(mp.ShortInc) > 8 {
 				mp.ShortInc = mp.ShortInc[:8]

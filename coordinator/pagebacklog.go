@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -56,45 +55,6 @@ func layReport(mp *memberPage, r *MemberReport) {
 	if r.ExecutionsPerS != nil {
 		mp.DonePerS = humanRate(r.ExecutionsPerS["done"])
 	}
-}
-
-// pageControls are a ring's flow controls as the view carries them (section 7.2 of
-// docs/protocol.md). The page reads them from the view's JSON rather than from a Go field, so
-// that it shows them whenever the view has them and needs nothing else from the code that
-// replicates them.
-type pageControls struct {
-	Paused     bool     `json:"paused"`
-	PausedImpl []string `json:"paused_impl"`
-	Reason     string   `json:"reason"`
-	RatePerS   *float64 `json:"rate_per_s"`
-}
-
-// viewRingControls is what the page reads of a ring's controls: the ring's, and per member the
-// raw "controls" field (false: the worker did not announce the feature).
-type viewRingControls struct {
-	Controls *pageControls `json:"controls"`
-	Members  []struct {
-		Controls json.RawMessage `json:"controls"`
-	} `json:"members"`
-}
-
-// viewControls returns each ring's controls, in the view's order; an empty entry when the view
-// carries none.
-func viewControls(v RingView) []viewRingControls {
-	b, _ := json.Marshal(v) // a view always encodes: /v1/ring sends it the same way
-	return controlsFromJSON(b, len(v.Rings))
-}
-
-// controlsFromJSON reads the controls of the first rings rings of a view's JSON.
-func controlsFromJSON(b []byte, rings int) []viewRingControls {
-	var doc struct {
-		Rings []viewRingControls `json:"rings"`
-	}
-	out := make([]viewRingControls, rings)
-	if json.Unmarshal(b, &doc) == nil {
-		copy(out, doc.Rings)
-	}
-	return out
 }
 
 // Sparkline geometry, in SVG units (the page draws it at this size).

@@ -65,29 +65,6 @@ func TestHumanAge(t *testing.T) {
 	}
 }
 
-// TestControlsFromTheViewJSON: the page shows a ring's pause and limit and a member without the
-// controls feature whenever the view's JSON carries them, and nothing when it does not.
-func TestControlsFromTheViewJSON(t *testing.T) {
-	doc := `{"rings":[
-	  {"region":"eu","controls":{"paused":true,"paused_impl":["Payment"],"reason":"db migration","rate_per_s":12.5},
-	   "members":[{"worker_id":"w1","controls":false},{"worker_id":"w2","controls":true},{"worker_id":"w3"}]},
-	  {"region":"us","members":[]}]}`
-	got := controlsFromJSON([]byte(doc), 2)
-	rate := 12.5
-	if c := got[0].Controls; c == nil || !reflect.DeepEqual(*c, pageControls{Paused: true, PausedImpl: []string{"Payment"}, Reason: "db migration", RatePerS: &rate}) {
-		t.Errorf("ring controls %+v", got[0].Controls)
-	}
-	if m := got[0].Members; len(m) != 3 || string(m[0].Controls) != "false" || string(m[1].Controls) != "true" || m[2].Controls != nil {
-		t.Errorf("member controls %+v", m)
-	}
-	if got[1].Controls != nil {
-		t.Errorf("a ring without controls: %+v", got[1].Controls)
-	}
-	if got := viewControls(RingView{Rings: []RingStateView{{Region: "eu"}}}); len(got) != 1 || got[0].Controls != nil {
-		t.Errorf("a view without controls: %+v", got)
-	}
-}
-
 // TestRingPageShowsTheBacklog renders a leader's page: the backlog age and its figures, the
 // sparkline, the unknown report marked, a breaker, and a pause read from controls.
 func TestRingPageShowsTheBacklog(t *testing.T) {
@@ -116,9 +93,9 @@ func TestRingPageShowsTheBacklog(t *testing.T) {
 	if want := []string{"w1: Payment open until 03:05:00"}; !reflect.DeepEqual(r.Breakers, want) {
 		t.Errorf("breakers %q; want %q", r.Breakers, want)
 	}
-	// What viewControls reads from a view whose ring is paused and limited.
+	// A ring paused and limited, a member that cannot obey it.
 	rate := 12.5
-	m.Rings[0].Controls = &pageControls{Paused: true, Reason: "db migration", RatePerS: &rate}
+	m.Rings[0].Controls = &ControlsView{Paused: true, Reason: "db migration", RatePerS: &rate}
 	m.Rings[0].Members[1].NoControls = true
 	var out bytes.Buffer
 	if err := pageTemplate.Execute(&out, m); err != nil {
