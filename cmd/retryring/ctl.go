@@ -97,7 +97,7 @@ type ringViewJSON struct {
 		Cluster    string `json:"cluster"`
 		Service    string `json:"service"`
 		Generation uint64 `json:"generation"`
-		// Controls are the ring's flow controls (docs/protocol.md section 7.3).
+		// Controls are the ring's flow controls (docs/protocol.md sections 7.2 and 7.4).
 		Controls coordinator.ControlsView `json:"controls"`
 		Members  []struct {
 			WorkerID       string                        `json:"worker_id"`

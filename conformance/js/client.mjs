@@ -12,7 +12,7 @@
 //
 // Every flag also reads an environment variable: RETRYRING_FOLLOWER, RETRYRING_FOLLOWER_HTTP,
 // RETRYRING_RENEWAL_MS, RETRYRING_KEEPALIVE_MS, RETRYRING_TIMEOUT_MS. The client is given a
-// follower's addresses only (RSocket, and admin HTTP for the flow controls of protocol.md 7.3): it
+// follower's addresses only (RSocket, and admin HTTP for the flow controls of protocol.md 7.4): it
 // must find the leader by following the not_leader redirect, as any worker would, and the
 // follower must pass its admin calls on to the leader.
 
@@ -514,7 +514,7 @@ function briefLease(lease) {
   };
 }
 
-// admin posts a flow-control call to the follower's admin HTTP address (protocol.md 7.3) and
+// admin posts a flow-control call to the follower's admin HTTP address (protocol.md 7.4) and
 // resolves with the status and the parsed body (null when it is not JSON).
 async function admin(action, body) {
   const path = [RING.region, RING.cluster, RING.service].map(encodeURIComponent).join('/');
@@ -887,7 +887,7 @@ async function conversation(a, b) {
   // The generation is not compared with the lease's: the view may be newer than the last element.
   pass(check, { generation: ring1.generation, lease_generation: a.held.generation, member: member(check, ring1, a, a.held) });
 
-  // 3b. Flow controls (protocol.md 7.2 and 7.3). A announced "controls": every element carries
+  // 3b. Flow controls (protocol.md 7.2 and 7.4). A announced "controls": every element carries
   // them. A pause set through the follower's admin API reaches A in the first element sent after
   // the commit (one sent before it may still be on its way), which the leader sends at once.
   check = 'controls_in_every_element';
