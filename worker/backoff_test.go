@@ -77,6 +77,16 @@ func (f *faultyStore) SetFloor(ctx context.Context, id, span string, c cassandra
 	return f.Store.SetFloor(ctx, id, span, c, retention)
 }
 
+// scannerOn is a scanner of cfg on store, holding the whole ring for a day.
+func (e *env) scannerOn(store Store, cfg Config, ex Executor) *Scanner {
+	e.t.Helper()
+	sc, err := New(cfg, store, e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return sc
+}
+
 // copiesOf lists the tier-5 rows of a transaction anywhere in the keyspace (a test-only scan).
 func (e *env) copiesOf(id string) []string {
 	e.t.Helper()
@@ -114,10 +124,7 @@ func TestKeptBucketIsNotExecutedAgainDuringAnOutage(t *testing.T) {
 	store := newFaultyStore(e.store)
 	store.failOn("in_progress", "tx-0", -1) // keeps the bucket: tx-0 never gets to run
 	ex := &recordingExecutor{answer: unavailable}
-	sc, err := New(e.config("w0"), store, e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := e.scannerOn(store, e.config("w0"), ex)
 
 	e.clock.Set(w.End().Add(DefaultMaxClockOffset + time.Second))
 	if _, err := sc.Cycle(context.Background()); err != nil {
@@ -198,10 +205,7 @@ func TestCopyThatDiesMidCallDoesNotFreeTheOlderRow(t *testing.T) {
 	ex := &recordingExecutor{answer: unavailable}
 	short := e.config("w0")
 	short.ExecTimeout, short.MarkerMargin = time.Second, time.Millisecond // IN_PROGRESS TTL 2 s
-	sc, err := New(short, store, e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := e.scannerOn(store, short, ex)
 	e.clock.Set(w.End().Add(DefaultMaxClockOffset + time.Second))
 	if _, err := sc.Cycle(context.Background()); err != nil {
 		t.Fatal(err)
@@ -216,10 +220,7 @@ func TestCopyThatDiesMidCallDoesNotFreeTheOlderRow(t *testing.T) {
 	other := newFaultyStore(e.store)
 	other.failOn("committed", "x", -1)
 	otherEx := &recordingExecutor{}
-	sc1, err := New(func() Config { c := short; c.WorkerID = "w1"; return c }(), other, e.guard(fullRing(), 0, 1, 24*time.Hour), otherEx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc1 := e.scannerOn(other, func() Config { c := short; c.WorkerID = "w1"; return c }(), otherEx)
 	e.clock.Advance(10 * time.Minute) // every window the backoff may pick for attempt 0 is open
 	if _, err := sc1.Cycle(context.Background()); err != nil {
 		t.Logf("the dying worker's pass: %v", err)
@@ -273,10 +274,7 @@ func TestCrashBetweenCopyAndFloor(t *testing.T) {
 	store := newFaultyStore(e.store)
 	store.failOn("floor", "x", 1)
 	ex := &recordingExecutor{answer: unavailable}
-	sc, err := New(e.config("w0"), store, e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := e.scannerOn(store, e.config("w0"), ex)
 	e.clock.Set(w.End().Add(DefaultMaxClockOffset + time.Second))
 	if _, err := sc.Cycle(context.Background()); err != nil {
 		t.Logf("pass with the failing floor write: %v", err)
@@ -331,10 +329,7 @@ func TestKeptBucketIsCarriedBeforeItsMarkersExpire(t *testing.T) {
 	store := newFaultyStore(e.store)
 	store.failOn("in_progress", "stuck", -1) // keeps the bucket
 	ex := &recordingExecutor{}
-	sc, err := New(e.config("w0"), store, e.guard(fullRing(), 0, 1, 24*time.Hour), ex)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := e.scannerOn(store, e.config("w0"), ex)
 	e.clock.Set(w.End().Add(DefaultMaxClockOffset + time.Second))
 	res, err := sc.Cycle(context.Background())
 	if err != nil {

@@ -92,6 +92,25 @@ func (d *deadLetterFlags) store(ctx context.Context) (st *cassandra.Store, close
 	return st, session.Close, nil
 }
 
+// command finishes a deadletters subcommand: its flags, their environment variables, and the
+// environment read before it runs.
+func (d *deadLetterFlags) command(cmd *cobra.Command) *cobra.Command {
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error { return bindEnv(cmd, os.LookupEnv) }
+	d.register(cmd)
+	annotateEnv(cmd)
+	return cmd
+}
+
+// open builds the filter at now and connects to the store; close ends the session.
+func (d *deadLetterFlags) open(ctx context.Context, now time.Time) (deadletter.Filter, *cassandra.Store, func(), error) {
+	f, err := d.filter(now)
+	if err != nil {
+		return f, nil, nil, err
+	}
+	st, closeStore, err := d.store(ctx)
+	return f, st, closeStore, err
+}
+
 func newDeadLettersCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "deadletters",
@@ -107,17 +126,12 @@ is ever executed again.`,
 
 func newDeadLettersList() *cobra.Command {
 	var d deadLetterFlags
-	cmd := &cobra.Command{
-		Use:     "list",
-		Short:   "List dead letters (filters: --since, --until, --impl, --status, --instance)",
-		Args:    cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return bindEnv(cmd, os.LookupEnv) },
+	return d.command(&cobra.Command{
+		Use:   "list",
+		Short: "List dead letters (filters: --since, --until, --impl, --status, --instance)",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := d.filter(time.Now())
-			if err != nil {
-				return err
-			}
-			st, closeStore, err := d.store(cmd.Context())
+			f, st, closeStore, err := d.open(cmd.Context(), time.Now())
 			if err != nil {
 				return err
 			}
@@ -128,25 +142,17 @@ func newDeadLettersList() *cobra.Command {
 			}
 			return printDeadLetters(cmd.OutOrStdout(), d.output, list)
 		},
-	}
-	d.register(cmd)
-	annotateEnv(cmd)
-	return cmd
+	})
 }
 
 func newDeadLettersShow() *cobra.Command {
 	var d deadLetterFlags
-	cmd := &cobra.Command{
-		Use:     "show TRANSACTION_ID",
-		Short:   "Show the dead letters of one transaction and the markers of its steps",
-		Args:    cobra.ExactArgs(1),
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return bindEnv(cmd, os.LookupEnv) },
+	return d.command(&cobra.Command{
+		Use:   "show TRANSACTION_ID",
+		Short: "Show the dead letters of one transaction and the markers of its steps",
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := d.filter(time.Now())
-			if err != nil {
-				return err
-			}
-			st, closeStore, err := d.store(cmd.Context())
+			f, st, closeStore, err := d.open(cmd.Context(), time.Now())
 			if err != nil {
 				return err
 			}
@@ -194,10 +200,7 @@ func newDeadLettersShow() *cobra.Command {
 			}
 			return nil
 		},
-	}
-	d.register(cmd)
-	annotateEnv(cmd)
-	return cmd
+	})
 }
 
 func newDeadLettersReplay() *cobra.Command {
@@ -211,8 +214,7 @@ replayed again), then records each again, under its own instance id, at replay g
 attempt 0, through the normal write path, and marks it replayed. Running the same --id again
 replays nothing new, and completes a run that stopped on an error. --dry-run lists what would be
 replayed and writes nothing.`,
-		Args:    cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return bindEnv(cmd, os.LookupEnv) },
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := d.filter(time.Now())
 			if err != nil {
@@ -236,14 +238,12 @@ replayed and writes nothing.`,
 			return runReplay(cmd.Context(), cmd.OutOrStdout(), st, rec, f, o, d.output)
 		},
 	}
-	d.register(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&o.ID, "id", "", "name of this replay (required): running the same id again replays nothing new")
 	fs.Float64Var(&o.Rate, "rate", 100, "dead letters replayed per second at most (0: no limit)")
 	fs.IntVar(&o.Concurrency, "concurrency", deadletter.DefaultConcurrency, "dead letters replayed at once")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be replayed; write nothing")
-	annotateEnv(cmd)
-	return cmd
+	return d.command(cmd)
 }
 
 func runReplay(ctx context.Context, w io.Writer, st *cassandra.Store, rec *recorder.Recorder, f deadletter.Filter, o deadletter.ReplayOptions, output string) error {
@@ -288,10 +288,9 @@ func newDeadLettersPurge() *cobra.Command {
 	var d deadLetterFlags
 	var olderThan time.Duration
 	cmd := &cobra.Command{
-		Use:     "purge --older-than DURATION",
-		Short:   "Delete dead letters given up on longer ago than --older-than (by day partition where possible)",
-		Args:    cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return bindEnv(cmd, os.LookupEnv) },
+		Use:   "purge --older-than DURATION",
+		Short: "Delete dead letters given up on longer ago than --older-than (by day partition where possible)",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if olderThan <= 0 {
 				return fmt.Errorf("--older-than is required and must be positive (e.g. --older-than 720h)")
@@ -315,10 +314,8 @@ func newDeadLettersPurge() *cobra.Command {
 			return err
 		},
 	}
-	d.register(cmd)
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "delete dead letters given up on longer ago than this (required)")
-	annotateEnv(cmd)
-	return cmd
+	return d.command(cmd)
 }
 
 func printDeadLetters(w io.Writer, output string, list []cassandra.DeadLetter) error {
