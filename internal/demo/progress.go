@@ -268,6 +268,7 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 			}
 		}
 	}
+	s.BreakerRefused, s.BreakerKnown = r.breakerRefused(fctx)
 	s.Replayed, s.ReplayTook = p.replay.outcome()
 	s.ReplayedDone = l.ReplayedDone
 	s.Leftover, s.LeftoverErr = r.insp.leftover(fctx)
@@ -282,4 +283,23 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 		return s, ErrInterrupted
 	}
 	return s, nil
+}
+
+// breakerRefused sums, over the workers running now, the executions their circuit breakers held
+// back (retryring_worker_breaker_refused_total): calls a down downstream was spared. A worker
+// killed and started again counts from its restart, so the sum is a lower bound; known is false
+// when no worker answered.
+func (r *runner) breakerRefused(ctx context.Context) (n int, known bool) {
+	for _, w := range r.cluster.Workers() {
+		if !w.Running() {
+			continue
+		}
+		m, err := w.Metrics(ctx)
+		if err != nil {
+			continue
+		}
+		n += int(m.Sum("retryring_worker_breaker_refused_total"))
+		known = true
+	}
+	return n, known
 }

@@ -47,6 +47,11 @@ type Summary struct {
 	// worker's: it died between a row's copy and its floor (or with the call's outcome unwritten),
 	// the one gap invariant 9 allows.
 	RepeatedAfterKill int
+	// BreakerRefused counts the executions the workers' circuit breakers held back while the
+	// downstream failed (a lower bound: a restarted worker counts from its restart); BreakerKnown
+	// is false when no worker's metrics could be read.
+	BreakerRefused int
+	BreakerKnown   bool
 	// Replayed counts the dead letters replayed once the rest drained, ReplayedDone those of
 	// them done since; ReplayTook how long from the replay until all were done.
 	Replayed, ReplayedDone int
@@ -114,6 +119,9 @@ func (s Summary) Lines() []string {
 		num(s.Retried), num(s.TransientAnswers))
 	add("  executions     %9s   %s", num(s.Executions), statuses(s.ByStatus))
 	add("  outage calls   %9s   calls while the downstream answered 503 (each failure once, then not before its backoff)", num(s.OutageCalls))
+	if s.BreakerKnown {
+		add("  breaker saved  %9s   executions the circuit breakers held back while the downstream failed (rows kept, no attempt used)", num(s.BreakerRefused))
+	}
 	add("  calls per step %9s   at most (%s): one per attempt", num(s.MostCalls), orNone(s.MostCallsKey))
 	add("  early calls    %9s   calls sooner than the backoff allows (must be 0)", num(s.EarlyCalls))
 	add("  repeated       %9s   calls repeating an attempt already answered 503: %s", num(s.RepeatedAttempts), repeatedNote(s))
