@@ -54,12 +54,16 @@ type Schedule struct {
 	// after that it is launched again (it rejoins as a follower).
 	LeaderKill    time.Duration
 	LeaderRestart time.Duration
+	// Pause is when the ring is paused with `retryring ctl pause`, for PauseFor, then resumed with
+	// `ctl resume`; a zero PauseFor pauses nothing.
+	Pause, PauseFor time.Duration
 }
 
 // DefaultSchedule kills a worker while the first window drains and the leader a little later.
 var DefaultSchedule = Schedule{
 	WorkerKill: 4 * time.Second, WorkerRestart: 3 * time.Second,
 	LeaderKill: 14 * time.Second, LeaderRestart: 10 * time.Second,
+	Pause: 20 * time.Second, PauseFor: 8 * time.Second,
 }
 
 // Display chooses how progress is shown.
@@ -249,7 +253,7 @@ func (c Config) Validate() error {
 		return bad("permanent fraction %v above 1", c.PermanentFraction)
 	case c.Backdate < 0 || c.Latency < 0 || c.Jitter < 0 || c.MaxClockOffset < 0:
 		return bad("negative duration")
-	case s.WorkerKill < 0 || s.WorkerRestart < 0 || s.LeaderKill < 0 || s.LeaderRestart < 0:
+	case s.WorkerKill < 0 || s.WorkerRestart < 0 || s.LeaderKill < 0 || s.LeaderRestart < 0 || s.Pause < 0 || s.PauseFor < 0:
 		return bad("negative fault schedule")
 	case c.Timeout < 0 || c.Refresh < 0 || c.StopWait < 0:
 		return bad("negative timeout, refresh or stop wait")

@@ -37,8 +37,10 @@ type progress struct {
 	plainTable time.Time
 	// cleanupFrom is when the wait for the workers' deletions began.
 	cleanupFrom time.Time
-	// replay is the replay of the dead letters once the rest drained.
+	// replay is the replay of the dead letters once the rest drained; pause an operator's pause
+	// of the ring during the drain.
 	replay replay
+	pause  pause
 }
 
 // drive records the burst, shows progress, runs the faults, and returns the summary once
@@ -77,6 +79,7 @@ func (r *runner) drive(ctx context.Context) (Summary, error) {
 				r.event("downstream recovered: it answers 200 from now on (what failed meanwhile waits in a later window)")
 			}
 			r.faults.due(ctx, r.cluster, since)
+			p.pause.due(ctx, r, since)
 		}
 
 		ledger := r.ledger(now)
@@ -93,7 +96,7 @@ func (r *runner) drive(ctx context.Context) (Summary, error) {
 		// Once started, the replay is waited for even after its steps left the dead-lettered
 		// count (done since, they count as done).
 		replayOver := p.replay.started.IsZero() || p.replay.over(now, r.cluster.Downstream.Executions())
-		if !p.drainedAt.IsZero() && p.faultsOver && replayOver {
+		if !p.drainedAt.IsZero() && p.faultsOver && replayOver && p.pause.over() {
 			if p.cleanupFrom.IsZero() {
 				p.cleanupFrom = now
 			}
@@ -268,6 +271,11 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 			}
 		}
 	}
+	starts := make([]time.Time, len(execs))
+	for i, e := range execs {
+		starts[i] = e.Start
+	}
+	s.PausedFor, s.LateUnderPause, s.PauseShown = p.pause.outcome(starts)
 	s.BreakerRefused, s.BreakerKnown = r.breakerRefused(fctx)
 	s.Replayed, s.ReplayTook = p.replay.outcome()
 	s.ReplayedDone = l.ReplayedDone

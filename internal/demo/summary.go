@@ -47,6 +47,12 @@ type Summary struct {
 	// worker's: it died between a row's copy and its floor (or with the call's outcome unwritten),
 	// the one gap invariant 9 allows.
 	RepeatedAfterKill int
+	// PausedFor is how long `ctl pause` held the ring (PauseShown: the pause and the resume both
+	// went through); LateUnderPause the executions that reached the downstream later than one
+	// renewal after the pause and before the resume (must be 0).
+	PausedFor      time.Duration
+	LateUnderPause int
+	PauseShown     bool
 	// BreakerRefused counts the executions the workers' circuit breakers held back while the
 	// downstream failed (a lower bound: a restarted worker counts from its restart); BreakerKnown
 	// is false when no worker's metrics could be read.
@@ -119,8 +125,12 @@ func (s Summary) Lines() []string {
 		num(s.Retried), num(s.TransientAnswers))
 	add("  executions     %9s   %s", num(s.Executions), statuses(s.ByStatus))
 	add("  outage calls   %9s   calls while the downstream answered 503 (each failure once, then not before its backoff)", num(s.OutageCalls))
+	if s.PauseShown {
+		add("  paused         %9v   by ctl pause / ctl resume: %s executions started later than one renewal into the pause (must be 0)",
+			s.PausedFor.Round(time.Second), num(s.LateUnderPause))
+	}
 	if s.BreakerKnown {
-		add("  breaker saved  %9s   executions the circuit breakers held back while the downstream failed (rows kept, no attempt used)", num(s.BreakerRefused))
+		add("  breaker held   %9s   row admissions refused by open circuit breakers while the downstream failed (rows kept, no attempt used; a row held on several passes counts each time)", num(s.BreakerRefused))
 	}
 	add("  calls per step %9s   at most (%s): one per attempt", num(s.MostCalls), orNone(s.MostCallsKey))
 	add("  early calls    %9s   calls sooner than the backoff allows (must be 0)", num(s.EarlyCalls))
