@@ -15,8 +15,8 @@ import (
 )
 
 // Run connects, follows redirects to the leader, subscribes to the lease stream and keeps the Guard
-// fed, reconnecting with backoff after every failure. It returns nil after Leave and ctx's error
-// when ctx ends; it can be called once.
+// fed, reconnecting after every failure where and when the dialPlan says (docs/protocol.md section
+// 9). It returns nil after Leave and ctx's error when ctx ends; it can be called once.
 func (c *Client) Run(ctx context.Context) error {
 	if c.isLeaving() {
 		return ErrClosed
