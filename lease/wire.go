@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"time"
 )
@@ -296,7 +297,7 @@ func (w WireLease) Decode(demandSent time.Time) (Lease, error) {
 // Code is one of these.
 const (
 	CodeNotLeader     = "not_leader"           // this coordinator is a follower; see leader_id and leader_rsocket_addr
-	CodeNoLeader      = "no_leader"            // no leader is known (election under way or quorum lost); retry with backoff
+	CodeNoLeader      = "no_leader"            // no live leader is known (election under way, quorum lost); try the next of coordinators
 	CodeBadRequest    = "bad_request"          // malformed JSON, missing field or wrong worker_id
 	CodeUnknownRoute  = "unknown_route"        // no such route
 	CodeBadSetup      = "bad_setup"            // SETUP data or MIME types refused
@@ -357,6 +358,48 @@ type WireError struct {
 	Message           string `json:"message,omitempty"`
 	LeaderID          string `json:"leader_id,omitempty"`
 	LeaderRSocketAddr string `json:"leader_rsocket_addr,omitempty"`
+	// Coordinators are the coordinators the answering node knows (not_leader and no_leader from
+	// a follower), sorted by id, at most MaxWireCoordinators: where a client goes next when it was
+	// told of no live leader, or when the leader it was sent to refuses the connection, instead
+	// of dialling a dead node again.
+	Coordinators []WireCoordinator `json:"coordinators,omitempty"`
+}
+
+// WireCoordinator is one coordinator of an error's coordinators list: its node id and the
+// address workers connect to.
+type WireCoordinator struct {
+	ID          string `json:"id"`
+	RSocketAddr string `json:"rsocket_addr"`
+}
+
+// Bounds of an error body. A client reads error bodies from any node it dials, so what it keeps
+// from one is bounded: a Raft cluster has a handful of voters, node ids are at most 128 bytes
+// (the coordinator's own limit) and an address is a host and a port.
+const (
+	MaxWireErrorBytes   = 64 << 10
+	MaxWireCoordinators = 16
+	maxCoordinatorID    = 128
+	maxRSocketAddr      = 256
+)
+
+// validate refuses a coordinators list that no coordinator sends: too long, or with an entry
+// that names no node or no dialable host:port.
+func (e *WireError) validate() error {
+	if len(e.Coordinators) > MaxWireCoordinators {
+		return fmt.Errorf("%d coordinators, at most %d", len(e.Coordinators), MaxWireCoordinators)
+	}
+	for i, c := range e.Coordinators {
+		if c.ID == "" || len(c.ID) > maxCoordinatorID {
+			return fmt.Errorf("coordinator %d: id of %d bytes, want 1 to %d", i, len(c.ID), maxCoordinatorID)
+		}
+		if len(c.RSocketAddr) > maxRSocketAddr {
+			return fmt.Errorf("coordinator %d: rsocket_addr longer than %d bytes", i, maxRSocketAddr)
+		}
+		if _, port, err := net.SplitHostPort(c.RSocketAddr); err != nil || port == "" {
+			return fmt.Errorf("coordinator %d: rsocket_addr %.64q is not host:port", i, c.RSocketAddr)
+		}
+	}
+	return nil
 }
 
 func (e *WireError) Error() string {
@@ -393,11 +436,19 @@ func ToWire(err error) WireError {
 	return WireError{Code: CodeInternal, Message: err.Error()}
 }
 
-// FromWire parses an error body; text that is not a WireError becomes an ErrInternal.
+// FromWire parses an error body; text that is not a WireError becomes an ErrInternal, and so
+// does a body larger than MaxWireErrorBytes or with a coordinators list out of its bounds (a
+// client must not dial what a broken or hostile node lists). Unknown fields are ignored.
 func FromWire(data []byte) error {
+	if len(data) > MaxWireErrorBytes {
+		return fmt.Errorf("%w: error body of %d bytes, at most %d: %q", ErrInternal, len(data), MaxWireErrorBytes, truncate(data, 200))
+	}
 	var we WireError
 	if err := json.Unmarshal(data, &we); err != nil || we.Code == "" {
 		return fmt.Errorf("%w: unparseable error %q", ErrInternal, truncate(data, 200))
+	}
+	if err := we.validate(); err != nil {
+		return fmt.Errorf("%w: error %.64q with a bad coordinators list: %s", ErrInternal, we.Code, err)
 	}
 	return &we
 }

@@ -215,7 +215,7 @@ func TestWireErrorsMapBothWays(t *testing.T) {
 func TestNotLeaderCarriesTheLeader(t *testing.T) {
 	sent := &lease.WireError{Code: lease.CodeNotLeader, LeaderID: "c2", LeaderRSocketAddr: "10.0.0.2:7000"}
 	we := lease.ToWire(fmt.Errorf("ring.leases: %w", sent))
-	if we != *sent {
+	if !reflect.DeepEqual(we, *sent) {
 		t.Fatalf("ToWire dropped the leader: %+v", we)
 	}
 	data, _ := json.Marshal(we)
@@ -231,6 +231,68 @@ func TestNotLeaderCarriesTheLeader(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "c2") {
 		t.Fatalf("message %q does not name the leader", err.Error())
+	}
+}
+
+// TestNoLeaderCarriesTheCoordinators: the coordinators list goes out and comes back whole, in the
+// JSON shape protocol.md section 8 documents.
+func TestNoLeaderCarriesTheCoordinators(t *testing.T) {
+	sent := &lease.WireError{Code: lease.CodeNoLeader, Message: "no live leader known", Coordinators: []lease.WireCoordinator{
+		{ID: "c1", RSocketAddr: "10.0.0.1:7878"}, {ID: "c2", RSocketAddr: "[fd00::2]:7878"},
+	}}
+	data, err := json.Marshal(lease.ToWire(fmt.Errorf("ring.leases: %w", sent)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"error":"no_leader","message":"no live leader known","coordinators":[{"id":"c1","rsocket_addr":"10.0.0.1:7878"},{"id":"c2","rsocket_addr":"[fd00::2]:7878"}]}`
+	if string(data) != want {
+		t.Fatalf("no_leader encodes as %s, want %s", data, want)
+	}
+	back := lease.FromWire(data)
+	onlySentinel(t, "no_leader", back, lease.ErrNoLeader)
+	var got *lease.WireError
+	if !errors.As(back, &got) || !reflect.DeepEqual(got, sent) {
+		t.Fatalf("FromWire(%s) = %#v, want %#v", data, back, sent)
+	}
+	// Fields a newer coordinator may add are ignored, in the body and in an entry.
+	back = lease.FromWire([]byte(`{"error":"not_leader","leader_id":"c2","leader_rsocket_addr":"h:1","later":1,"coordinators":[{"id":"c2","rsocket_addr":"h:1","http_addr":"h:2"}]}`))
+	if !errors.As(back, &got) || got.Code != lease.CodeNotLeader || len(got.Coordinators) != 1 || got.Coordinators[0] != (lease.WireCoordinator{ID: "c2", RSocketAddr: "h:1"}) {
+		t.Fatalf("unknown fields broke the decoding: %#v", back)
+	}
+}
+
+// TestFromWireRefusesACoordinatorsListOutOfBounds: a client dials what a coordinators list names,
+// so a list no coordinator sends (too long, an entry without an id or with no host:port) makes
+// the whole body an internal error, as garbage does, and so does an oversized body.
+func TestFromWireRefusesACoordinatorsListOutOfBounds(t *testing.T) {
+	entry := `{"id":"c1","rsocket_addr":"127.0.0.1:7878"}`
+	bad := map[string]string{
+		"too many":       `{"error":"no_leader","coordinators":[` + strings.TrimSuffix(strings.Repeat(entry+",", lease.MaxWireCoordinators+1), ",") + `]}`,
+		"no id":          `{"error":"no_leader","coordinators":[{"rsocket_addr":"127.0.0.1:7878"}]}`,
+		"long id":        `{"error":"no_leader","coordinators":[{"id":"` + strings.Repeat("c", 129) + `","rsocket_addr":"127.0.0.1:7878"}]}`,
+		"no address":     `{"error":"no_leader","coordinators":[{"id":"c1"}]}`,
+		"no port":        `{"error":"no_leader","coordinators":[{"id":"c1","rsocket_addr":"127.0.0.1"}]}`,
+		"empty port":     `{"error":"no_leader","coordinators":[{"id":"c1","rsocket_addr":"127.0.0.1:"}]}`,
+		"long address":   `{"error":"no_leader","coordinators":[{"id":"c1","rsocket_addr":"` + strings.Repeat("h", 300) + `:1"}]}`,
+		"not an array":   `{"error":"no_leader","coordinators":{"id":"c1","rsocket_addr":"127.0.0.1:7878"}}`,
+		"not an object":  `{"error":"no_leader","coordinators":["127.0.0.1:7878"]}`,
+		"number id":      `{"error":"no_leader","coordinators":[{"id":1,"rsocket_addr":"127.0.0.1:7878"}]}`,
+		"oversized body": `{"error":"no_leader","message":"` + strings.Repeat("m", lease.MaxWireErrorBytes) + `"}`,
+	}
+	for _, name := range slices.Sorted(maps.Keys(bad)) {
+		err := lease.FromWire([]byte(bad[name]))
+		onlySentinel(t, name, err, lease.ErrInternal)
+		if we := (*lease.WireError)(nil); errors.As(err, &we) {
+			t.Errorf("%s: FromWire = %#v, want no WireError", name, we)
+		}
+		if len(err.Error()) > 400 {
+			t.Errorf("%s: message of %d bytes", name, len(err.Error()))
+		}
+	}
+	at := `{"error":"no_leader","coordinators":[` + strings.TrimSuffix(strings.Repeat(entry+",", lease.MaxWireCoordinators), ",") + `]}`
+	var we *lease.WireError
+	if err := lease.FromWire([]byte(at)); !errors.As(err, &we) || len(we.Coordinators) != lease.MaxWireCoordinators {
+		t.Fatalf("a list of exactly %d refused: %v", lease.MaxWireCoordinators, err)
 	}
 }
 
