@@ -92,6 +92,10 @@ type Config struct {
 	// fsmVersion, when set, makes the node run and register an older FSM version than its
 	// build's (fsm.NewAt): a node of an older release, for tests of a rolling upgrade.
 	fsmVersion int
+	// sinceContact, when set, replaces time.Since in a follower's check of its last contact with
+	// the leader (leaderErr): a test moves it past the election timeout at once instead of waiting
+	// for Raft, whose LastContact is on the process clock, to get there.
+	sinceContact func(time.Time) time.Duration
 }
 
 // Defaults of Config.

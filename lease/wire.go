@@ -383,21 +383,30 @@ const (
 )
 
 // validate refuses a coordinators list that no coordinator sends: too long, or with an entry
-// that names no node or no dialable host:port.
+// out of bounds.
 func (e *WireError) validate() error {
 	if len(e.Coordinators) > MaxWireCoordinators {
 		return fmt.Errorf("%d coordinators, at most %d", len(e.Coordinators), MaxWireCoordinators)
 	}
 	for i, c := range e.Coordinators {
-		if c.ID == "" || len(c.ID) > maxCoordinatorID {
-			return fmt.Errorf("coordinator %d: id of %d bytes, want 1 to %d", i, len(c.ID), maxCoordinatorID)
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("coordinator %d: %w", i, err)
 		}
-		if len(c.RSocketAddr) > maxRSocketAddr {
-			return fmt.Errorf("coordinator %d: rsocket_addr longer than %d bytes", i, maxRSocketAddr)
-		}
-		if _, port, err := net.SplitHostPort(c.RSocketAddr); err != nil || port == "" {
-			return fmt.Errorf("coordinator %d: rsocket_addr %.64q is not host:port", i, c.RSocketAddr)
-		}
+	}
+	return nil
+}
+
+// Validate refuses an entry that names no node, or no host:port to dial. A coordinator leaves
+// such an entry out of the lists it sends, since a client refuses the whole list.
+func (c WireCoordinator) Validate() error {
+	if c.ID == "" || len(c.ID) > maxCoordinatorID {
+		return fmt.Errorf("%w: coordinator id of %d bytes, want 1 to %d", ErrBadRequest, len(c.ID), maxCoordinatorID)
+	}
+	if len(c.RSocketAddr) > maxRSocketAddr {
+		return fmt.Errorf("%w: rsocket_addr longer than %d bytes", ErrBadRequest, maxRSocketAddr)
+	}
+	if _, port, err := net.SplitHostPort(c.RSocketAddr); err != nil || port == "" {
+		return fmt.Errorf("%w: rsocket_addr %.64q is not host:port", ErrBadRequest, c.RSocketAddr)
 	}
 	return nil
 }
