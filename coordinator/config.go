@@ -45,8 +45,11 @@ type Config struct {
 	// WriteTimeout bounds one write to a worker connection; a worker that does not read is
 	// disconnected. Default 2s.
 	WriteTimeout time.Duration
-	// ReconnectGrace is how long a new leader waits, past its election and one SilenceTimeout,
-	// for the members of the replicated state to reconnect before it commits them down. Default 2s.
+	// ReconnectGrace is how long a new leader waits at least, past its election and one
+	// SilenceTimeout, for the members of the replicated state to reconnect before it commits them
+	// down; it also waits until their last lease from an earlier leader may have ended (election
+	// + LeaderLeaseTimeout + the longest committed holder bound), so that a failover alone changes
+	// no assignment. Default 2s.
 	ReconnectGrace time.Duration
 	// ApplyTimeout bounds how long a Raft command may wait to be enqueued. Default 2s.
 	ApplyTimeout time.Duration

@@ -89,7 +89,7 @@ func TestKilledLeaderIsReplacedWithoutChangingEpochs(t *testing.T) {
 		t.Fatal("the new leader lost its term")
 	}
 	term.mu.Lock()
-	downAfter := term.times.downAfter
+	downAfter := term.times.downAfter()
 	term.mu.Unlock()
 	eventually(t, 10*time.Second, "the reconnect grace to pass", func() bool { return time.Now().After(downAfter.Add(timing.Renewal)) })
 	for _, tc := range []struct {
