@@ -4,8 +4,8 @@
 //
 // Every node accepts worker connections; only the leader answers them. A follower answers every
 // request with not_leader (and the leader's RSocket address, learned from the replicated state)
-// while it hears from the leader within the election timeout, else with no_leader at once; both
-// list the coordinators it knows. The leader turns what it sees into Raft commands and streams
+// while it hears from the leader within the election timeout, else with no_leader at once,
+// listing the coordinators it knows. The leader turns what it sees into Raft commands and streams
 // what was committed:
 //
 //	elected, barrier passed         -> commit fsm.CommitTiming (its lease timing), then send

@@ -297,13 +297,12 @@ func (n *Node) redirect() error {
 // leader that died until this node's heartbeat timer notices, up to twice the heartbeat timeout
 // after the last contact, and every worker sent there meanwhile dials a dead node and backs off.
 // So a leader this node has not heard from within the election timeout is not named: no_leader
-// comes at once instead. Both list the coordinators this node knows (knownCoordinators), so that
-// a client tries the next of them, not the dead address again (protocol.md section 9).
+// comes at once instead, listing the coordinators this node knows (knownCoordinators), so that a
+// client tries the next of them, not the dead address again (protocol.md section 9.1).
 func (n *Node) leaderErr() error {
 	id, addr := n.Leader()
-	coords := n.knownCoordinators()
 	noLeader := func(format string, args ...any) error {
-		return &lease.WireError{Code: lease.CodeNoLeader, Message: fmt.Sprintf(format, args...), Coordinators: coords}
+		return &lease.WireError{Code: lease.CodeNoLeader, Message: fmt.Sprintf(format, args...), Coordinators: n.knownCoordinators()}
 	}
 	switch {
 	case id == "":
@@ -322,7 +321,7 @@ func (n *Node) leaderErr() error {
 	if since := sinceContact(n.raft.LastContact()); since >= n.cfg.ElectionTimeout {
 		return noLeader("leader %s not heard from for %v (election timeout %v)", id, since.Round(time.Millisecond), n.cfg.ElectionTimeout)
 	}
-	return &lease.WireError{Code: lease.CodeNotLeader, LeaderID: id, LeaderRSocketAddr: addr, Coordinators: coords}
+	return &lease.WireError{Code: lease.CodeNotLeader, LeaderID: id, LeaderRSocketAddr: addr}
 }
 
 // knownCoordinators lists the registered coordinators with a valid RSocket address, this one

@@ -358,10 +358,9 @@ type WireError struct {
 	Message           string `json:"message,omitempty"`
 	LeaderID          string `json:"leader_id,omitempty"`
 	LeaderRSocketAddr string `json:"leader_rsocket_addr,omitempty"`
-	// Coordinators are the coordinators the answering node knows (not_leader and no_leader from
-	// a follower), sorted by id, at most MaxWireCoordinators: where a client goes next when it was
-	// told of no live leader, or when the leader it was sent to refuses the connection, instead
-	// of dialling a dead node again.
+	// Coordinators are the coordinators the answering node knows (no_leader from a coordinator
+	// node), sorted by id, at most MaxWireCoordinators: where a client goes next when it was told
+	// of no live leader, instead of dialling a dead node again.
 	Coordinators []WireCoordinator `json:"coordinators,omitempty"`
 }
 
@@ -382,22 +381,8 @@ const (
 	maxRSocketAddr      = 256
 )
 
-// validate refuses a coordinators list that no coordinator sends: too long, or with an entry
-// out of bounds.
-func (e *WireError) validate() error {
-	if len(e.Coordinators) > MaxWireCoordinators {
-		return fmt.Errorf("%d coordinators, at most %d", len(e.Coordinators), MaxWireCoordinators)
-	}
-	for i, c := range e.Coordinators {
-		if err := c.Validate(); err != nil {
-			return fmt.Errorf("coordinator %d: %w", i, err)
-		}
-	}
-	return nil
-}
-
-// Validate refuses an entry that names no node, or no host:port to dial. A coordinator leaves
-// such an entry out of the lists it sends, since a client refuses the whole list.
+// Validate refuses an entry that names no node, or no host:port to dial. A client drops such an
+// entry, and a coordinator leaves it out of the lists it sends.
 func (c WireCoordinator) Validate() error {
 	if c.ID == "" || len(c.ID) > maxCoordinatorID {
 		return fmt.Errorf("%w: coordinator id of %d bytes, want 1 to %d", ErrBadRequest, len(c.ID), maxCoordinatorID)
@@ -409,6 +394,27 @@ func (c WireCoordinator) Validate() error {
 		return fmt.Errorf("%w: rsocket_addr %.64q is not host:port", ErrBadRequest, c.RSocketAddr)
 	}
 	return nil
+}
+
+// decodeCoordinators keeps the well-formed entries of a coordinators array, the first
+// MaxWireCoordinators of them. Anything else names nothing: the list is a hint of where to go
+// next, and a bad one must not cost the client the error's code.
+func decodeCoordinators(raw json.RawMessage) []WireCoordinator {
+	var items []json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &items) != nil {
+		return nil
+	}
+	var out []WireCoordinator
+	for _, it := range items {
+		var c WireCoordinator
+		if json.Unmarshal(it, &c) != nil || c.Validate() != nil {
+			continue
+		}
+		if out = append(out, c); len(out) == MaxWireCoordinators {
+			break
+		}
+	}
+	return out
 }
 
 func (e *WireError) Error() string {
@@ -445,20 +451,22 @@ func ToWire(err error) WireError {
 	return WireError{Code: CodeInternal, Message: err.Error()}
 }
 
-// FromWire parses an error body; text that is not a WireError becomes an ErrInternal, and so
-// does a body larger than MaxWireErrorBytes or with a coordinators list out of its bounds (a
-// client must not dial what a broken or hostile node lists). Unknown fields are ignored.
+// FromWire parses an error body; text that is not a WireError becomes an ErrInternal, and so does
+// a body larger than MaxWireErrorBytes. Of coordinators it keeps the well-formed entries only
+// (decodeCoordinators). Unknown fields are ignored.
 func FromWire(data []byte) error {
 	if len(data) > MaxWireErrorBytes {
 		return fmt.Errorf("%w: error body of %d bytes, at most %d: %q", ErrInternal, len(data), MaxWireErrorBytes, truncate(data, 200))
 	}
-	var we WireError
-	if err := json.Unmarshal(data, &we); err != nil || we.Code == "" {
+	var body struct {
+		WireError
+		Coordinators json.RawMessage `json:"coordinators"` // shadows WireError's, decoded below
+	}
+	if err := json.Unmarshal(data, &body); err != nil || body.Code == "" {
 		return fmt.Errorf("%w: unparseable error %q", ErrInternal, truncate(data, 200))
 	}
-	if err := we.validate(); err != nil {
-		return fmt.Errorf("%w: error %.64q with a bad coordinators list: %s", ErrInternal, we.Code, err)
-	}
+	we := body.WireError
+	we.Coordinators = decodeCoordinators(body.Coordinators)
 	return &we
 }
 

@@ -261,38 +261,55 @@ func TestNoLeaderCarriesTheCoordinators(t *testing.T) {
 	}
 }
 
-// TestFromWireRefusesACoordinatorsListOutOfBounds: a client dials what a coordinators list names,
-// so a list no coordinator sends (too long, an entry without an id or with no host:port) makes
-// the whole body an internal error, as garbage does, and so does an oversized body.
-func TestFromWireRefusesACoordinatorsListOutOfBounds(t *testing.T) {
-	entry := `{"id":"c1","rsocket_addr":"127.0.0.1:7878"}`
-	bad := map[string]string{
-		"too many":       `{"error":"no_leader","coordinators":[` + strings.TrimSuffix(strings.Repeat(entry+",", lease.MaxWireCoordinators+1), ",") + `]}`,
-		"no id":          `{"error":"no_leader","coordinators":[{"rsocket_addr":"127.0.0.1:7878"}]}`,
-		"long id":        `{"error":"no_leader","coordinators":[{"id":"` + strings.Repeat("c", 129) + `","rsocket_addr":"127.0.0.1:7878"}]}`,
-		"no address":     `{"error":"no_leader","coordinators":[{"id":"c1"}]}`,
-		"no port":        `{"error":"no_leader","coordinators":[{"id":"c1","rsocket_addr":"127.0.0.1"}]}`,
-		"empty port":     `{"error":"no_leader","coordinators":[{"id":"c1","rsocket_addr":"127.0.0.1:"}]}`,
-		"long address":   `{"error":"no_leader","coordinators":[{"id":"c1","rsocket_addr":"` + strings.Repeat("h", 300) + `:1"}]}`,
-		"not an array":   `{"error":"no_leader","coordinators":{"id":"c1","rsocket_addr":"127.0.0.1:7878"}}`,
-		"not an object":  `{"error":"no_leader","coordinators":["127.0.0.1:7878"]}`,
-		"number id":      `{"error":"no_leader","coordinators":[{"id":1,"rsocket_addr":"127.0.0.1:7878"}]}`,
-		"oversized body": `{"error":"no_leader","message":"` + strings.Repeat("m", lease.MaxWireErrorBytes) + `"}`,
+// TestFromWireKeepsOnlyWellFormedCoordinators: a client dials what a coordinators list names, so
+// it keeps only entries with an id and a host:port address within their bounds, the first 16; a
+// list of any other shape names nothing, and never costs the body its code. An oversized body is
+// not an error body at all.
+func TestFromWireKeepsOnlyWellFormedCoordinators(t *testing.T) {
+	entry := func(id, addr string) string { return `{"id":"` + id + `","rsocket_addr":"` + addr + `"}` }
+	good := entry("c1", "127.0.0.1:7878")
+	var many []string
+	for i := range lease.MaxWireCoordinators + 4 {
+		many = append(many, entry(fmt.Sprint("n", i), fmt.Sprintf("10.0.0.%d:7878", i)))
 	}
-	for _, name := range slices.Sorted(maps.Keys(bad)) {
-		err := lease.FromWire([]byte(bad[name]))
-		onlySentinel(t, name, err, lease.ErrInternal)
-		if we := (*lease.WireError)(nil); errors.As(err, &we) {
-			t.Errorf("%s: FromWire = %#v, want no WireError", name, we)
+	for _, tc := range []struct {
+		name, list string
+		want       int // entries kept
+	}{
+		{"one good", "[" + good + "]", 1},
+		{"too many: the first 16", "[" + strings.Join(many, ",") + "]", lease.MaxWireCoordinators},
+		{"no id", `[{"rsocket_addr":"127.0.0.1:7878"},` + good + `]`, 1},
+		{"long id", "[" + entry(strings.Repeat("c", 129), "127.0.0.1:7878") + "," + good + "]", 1},
+		{"no address", `[{"id":"c1"},` + good + `]`, 1},
+		{"no port", "[" + entry("c1", "127.0.0.1") + "," + entry("c2", "127.0.0.1:") + "," + good + "]", 1},
+		{"long address", "[" + entry("c1", strings.Repeat("h", 300)+":1") + "," + good + "]", 1},
+		{"a number id", `[{"id":1,"rsocket_addr":"127.0.0.1:7878"},` + good + `]`, 1},
+		{"not objects", `["127.0.0.1:7878",2,null,` + good + `]`, 1},
+		{"not an array", good, 0},
+		{"a string", `"c1"`, 0},
+		{"null", "null", 0},
+	} {
+		err := lease.FromWire([]byte(`{"error":"no_leader","message":"m","coordinators":` + tc.list + `}`))
+		onlySentinel(t, tc.name, err, lease.ErrNoLeader)
+		var we *lease.WireError
+		if !errors.As(err, &we) || we.Code != lease.CodeNoLeader || we.Message != "m" {
+			t.Errorf("%s: FromWire = %#v, want no_leader with its message", tc.name, err)
+			continue
 		}
-		if len(err.Error()) > 400 {
-			t.Errorf("%s: message of %d bytes", name, len(err.Error()))
+		if len(we.Coordinators) != tc.want {
+			t.Errorf("%s: kept %+v, want %d entries", tc.name, we.Coordinators, tc.want)
+		}
+		for _, c := range we.Coordinators {
+			if c.Validate() != nil {
+				t.Errorf("%s: kept a bad entry %+v", tc.name, c)
+			}
 		}
 	}
-	at := `{"error":"no_leader","coordinators":[` + strings.TrimSuffix(strings.Repeat(entry+",", lease.MaxWireCoordinators), ",") + `]}`
-	var we *lease.WireError
-	if err := lease.FromWire([]byte(at)); !errors.As(err, &we) || len(we.Coordinators) != lease.MaxWireCoordinators {
-		t.Fatalf("a list of exactly %d refused: %v", lease.MaxWireCoordinators, err)
+	oversized := `{"error":"no_leader","message":"` + strings.Repeat("m", lease.MaxWireErrorBytes) + `"}`
+	err := lease.FromWire([]byte(oversized))
+	onlySentinel(t, "oversized body", err, lease.ErrInternal)
+	if len(err.Error()) > 400 {
+		t.Errorf("oversized body: message of %d bytes", len(err.Error()))
 	}
 }
 
