@@ -325,8 +325,8 @@ func (n *Node) leaderErr() error {
 }
 
 // knownCoordinators lists the registered coordinators with a valid RSocket address, this one
-// included, sorted by id and at most lease.MaxWireCoordinators of them (a client refuses a longer
-// list, and an entry out of bounds).
+// included, sorted by id and at most lease.MaxWireCoordinators of them: what a client keeps of a
+// list (lease.FromWire), so that a bad registration costs no other entry.
 func (n *Node) knownCoordinators() []lease.WireCoordinator {
 	var out []lease.WireCoordinator
 	n.fsm.View(func(s *fsm.State, _ uint64) {
