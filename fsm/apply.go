@@ -41,6 +41,8 @@ func (s *State) Apply(c Command) error {
 		return s.applyResume(c)
 	case *Limit:
 		return s.applyLimit(c)
+	case *Reconcile:
+		return s.applyReconcile(c)
 	case nil:
 		return fmt.Errorf("%w: nil command", ErrMalformed)
 	default:

@@ -30,6 +30,13 @@ func oneOfEach() []fsm.Command {
 		&fsm.Pause{Ring: ringA, Impl: []string{"payment"}, Reason: "deploy", AtMs: 1700000000000},
 		&fsm.Resume{Ring: ringA, Impl: []string{"payment"}, AtMs: 1700000000001},
 		&fsm.Limit{Ring: ringA, PerSecond: 12.5, AtMs: 1700000000002},
+		&fsm.Reconcile{Ring: ringA,
+			Releases:    []fsm.ReleaseRef{{WorkerID: "w1", Incarnation: "i1", Epoch: 5}},
+			Joins:       []fsm.MemberRef{{WorkerID: "w2", Incarnation: "i2"}},
+			Downs:       []fsm.MemberRef{{WorkerID: "w3", Incarnation: "i3"}},
+			Expires:     []fsm.ExpireRef{{WorkerID: "w4", Incarnation: "i4", UpTo: 4, Generation: 8}},
+			Assignments: []fsm.Assignment{{WorkerID: "w1", Incarnation: "i1", Epoch: 6, NodeIndex: 1, NodeCount: 2, Ranges: ranges}},
+		},
 	}
 }
 
@@ -75,6 +82,7 @@ func TestCommandTypeNames(t *testing.T) {
 		fsm.TypeJoin: "join", fsm.TypeDown: "down", fsm.TypeLeave: "leave", fsm.TypeRelease: "release",
 		fsm.TypeExpire: "expire", fsm.TypeAssign: "assign", fsm.TypeCommitTiming: "commit_timing",
 		fsm.TypeRetireTiming: "retire_timing", fsm.TypePause: "pause", fsm.TypeResume: "resume", fsm.TypeLimit: "limit",
+		fsm.TypeReconcile: "reconcile",
 	}
 	for _, c := range oneOfEach() {
 		if got := c.Type().String(); got != want[c.Type()] {
@@ -87,14 +95,21 @@ func TestCommandTypeNames(t *testing.T) {
 }
 
 // lastType is the highest command type of this build.
-const lastType = fsm.TypeLimit
+const lastType = fsm.TypeReconcile
 
-// TestCommandsSince: the lease commands are FSM version 1, what this change added is version 2,
-// and a type the build does not know was introduced by no version it knows.
+// TestCommandsSince: the lease commands are FSM version 1, the lease timing and the flow controls
+// version 2, Reconcile version 3 (the version of this build), and a type the build does not know
+// was introduced by no version it knows.
 func TestCommandsSince(t *testing.T) {
+	if fsm.Version != 3 {
+		t.Fatalf("FSM version %d, want 3", fsm.Version)
+	}
 	for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
 		want := 1
-		if typ > fsm.TypeAssign {
+		switch {
+		case typ == fsm.TypeReconcile:
+			want = 3
+		case typ > fsm.TypeAssign:
 			want = 2
 		}
 		if got := typ.Since(); got != want {
@@ -110,7 +125,7 @@ func TestDecodeUnknownCommand(t *testing.T) {
 	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "w", Incarnation: "i"})
 	cases := map[string][]byte{
 		"type 0":                  {0, bodyVersion, '{', '}'},
-		"type 14":                 {byte(lastType) + 1, bodyVersion, '{', '}'},
+		"type 15":                 {byte(lastType) + 1, bodyVersion, '{', '}'},
 		"type 255":                {255, bodyVersion, '{', '}'},
 		"newer version":           append([]byte{byte(fsm.TypeJoin), bodyVersion + 1}, join[2:]...),
 		"newer version, new body": {byte(fsm.TypeAssign), bodyVersion + 1, 0xff, 0x00},
@@ -125,14 +140,16 @@ func TestDecodeUnknownCommand(t *testing.T) {
 
 func TestDecodeMalformed(t *testing.T) {
 	cases := map[string][]byte{
-		"nil":           nil,
-		"one byte":      {byte(fsm.TypeJoin)},
-		"no body":       {byte(fsm.TypeJoin), bodyVersion},
-		"garbage":       append([]byte{byte(fsm.TypeRelease), bodyVersion}, "\x00\x01garbage"...),
-		"wrong shape":   append([]byte{byte(fsm.TypeAssign), bodyVersion}, `{"assignments":{"a":1}}`...),
-		"wrong type":    append([]byte{byte(fsm.TypeRelease), bodyVersion}, `{"epoch":"7"}`...),
-		"negative":      append([]byte{byte(fsm.TypeExpire), bodyVersion}, `{"up_to":-1}`...),
-		"token too big": append([]byte{byte(fsm.TypeAssign), bodyVersion}, `{"assignments":[{"ranges":[{"Start":9223372036854775808,"End":0}]}]}`...),
+		"nil":                         nil,
+		"one byte":                    {byte(fsm.TypeJoin)},
+		"no body":                     {byte(fsm.TypeJoin), bodyVersion},
+		"garbage":                     append([]byte{byte(fsm.TypeRelease), bodyVersion}, "\x00\x01garbage"...),
+		"wrong shape":                 append([]byte{byte(fsm.TypeAssign), bodyVersion}, `{"assignments":{"a":1}}`...),
+		"wrong type":                  append([]byte{byte(fsm.TypeRelease), bodyVersion}, `{"epoch":"7"}`...),
+		"negative":                    append([]byte{byte(fsm.TypeExpire), bodyVersion}, `{"up_to":-1}`...),
+		"token too big":               append([]byte{byte(fsm.TypeAssign), bodyVersion}, `{"assignments":[{"ranges":[{"Start":9223372036854775808,"End":0}]}]}`...),
+		"reconcile, joins not a list": append([]byte{byte(fsm.TypeReconcile), bodyVersion}, `{"ring":{},"joins":{"w":"i"}}`...),
+		"reconcile, epoch a string":   append([]byte{byte(fsm.TypeReconcile), bodyVersion}, `{"releases":[{"epoch":"1"}]}`...),
 	}
 	for name, b := range cases {
 		if _, err := fsm.Decode(b); !errors.Is(err, fsm.ErrMalformed) {
@@ -200,6 +217,7 @@ func fuzzSeeds(tb failer, base *fsm.State) [][]byte {
 	if plan := fsm.Plan(r); plan != nil {
 		cmds = append(cmds, plan)
 	}
+	cmds = append(cmds, fuzzPasses(tb, base)...)
 	var out [][]byte
 	for _, c := range cmds {
 		b, err := fsm.Encode(c)

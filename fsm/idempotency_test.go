@@ -119,6 +119,9 @@ func drawCommand(t *rapid.T, s *fsm.State, typ fsm.CommandType) fsm.Command {
 			})
 		}
 		return a
+	case fsm.TypeReconcile:
+		n := 0
+		return drawPass(t, s, k, func() string { n++; return fmt.Sprintf("n%d", n) }, true)
 	case fsm.TypeCommitTiming:
 		return &fsm.CommitTiming{Timing: rapid.SampledFrom([]fsm.LeaseTiming{timing10s, timing3s}).Draw(t, "timing")}
 	case fsm.TypeRetireTiming:

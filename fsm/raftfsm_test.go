@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -120,7 +121,7 @@ func TestReadSnapshotRefusesWhatItCannotRead(t *testing.T) {
 	for name, in := range map[string]string{
 		"garbage":        "not json",
 		"empty":          "",
-		"newer format":   `{"format":3,"state":{}}`,
+		"newer format":   fmt.Sprintf(`{"format":%d,"state":{}}`, fsm.Version+1),
 		"format 0":       `{"format":0,"state":{}}`,
 		"no state":       `{"format":1}`,
 		"wrong shape":    `{"format":1,"state":{"rings":[1,2]}}`,
@@ -249,14 +250,16 @@ func TestFSMRefusesMalformedEntriesAndGoesOn(t *testing.T) {
 func TestFSMHaltsAtAnEntryItDoesNotKnow(t *testing.T) {
 	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"})
 	pause, _ := fsm.Encode(&fsm.Pause{Ring: ringA, Reason: "deploy"})
+	pass, _ := fsm.Encode(&fsm.Reconcile{Ring: ringA, Joins: []fsm.MemberRef{{WorkerID: "B", Incarnation: "b1"}}})
 	for name, tc := range map[string]struct {
 		version int
 		entry   []byte
 	}{
-		"old node meets a pause":  {1, pause},
-		"unknown type":            {fsm.Version, []byte{200, bodyVersion, '{', '}'}},
-		"newer body of join":      {fsm.Version, append([]byte{join[0], bodyVersion + 1}, join[2:]...)},
-		"old node, newer version": {1, append([]byte{join[0], bodyVersion + 1}, join[2:]...)},
+		"old node meets a pause":    {1, pause},
+		"v2 node meets a reconcile": {2, pass},
+		"unknown type":              {fsm.Version, []byte{200, bodyVersion, '{', '}'}},
+		"newer body of join":        {fsm.Version, append([]byte{join[0], bodyVersion + 1}, join[2:]...)},
+		"old node, newer version":   {1, append([]byte{join[0], bodyVersion + 1}, join[2:]...)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := fsm.NewAt(zerolog.Nop(), tc.version)

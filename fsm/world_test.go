@@ -108,7 +108,31 @@ func (w *world) apply(tb failer, c fsm.Command, decidedAt int) error {
 		return applyErr
 	}
 	w.now++
+	w.observe(c, decidedAt)
+	w.renew()
+	// A process whose member the state forgot must not be using anything.
+	for key, p := range w.procs {
+		if r := w.st.Rings[key.ring]; r != nil && r.Members[key.member] != nil {
+			continue
+		}
+		for e, u := range p.inUse {
+			if !u.ranges.Empty() || u.node0 {
+				tb.Fatalf("%T forgot %s/%s while its lease of epoch %d (%v node0=%v) may be in use%s", c, p.workerID, p.incarnation, e, u.ranges, u.node0, w.history())
+			}
+		}
+		clear(p.inUse)
+	}
+	return nil
+}
+
+// observe updates the worker's view after c was accepted: a committed assignment is sent, a
+// release or an expiry ends what it ends. A Reconcile is its parts in order.
+func (w *world) observe(c fsm.Command, decidedAt int) {
 	switch c := c.(type) {
+	case *fsm.Reconcile:
+		for _, part := range c.Commands() {
+			w.observe(part, decidedAt)
+		}
 	case *fsm.Assign:
 		w.assigns = append(w.assigns, c)
 		for _, a := range c.Assignments {
@@ -136,20 +160,6 @@ func (w *world) apply(tb failer, c fsm.Command, decidedAt int) error {
 	case *fsm.Leave:
 		clear(w.proc(c.Ring, c.WorkerID, c.Incarnation).inUse)
 	}
-	w.renew()
-	// A process whose member the state forgot must not be using anything.
-	for key, p := range w.procs {
-		if r := w.st.Rings[key.ring]; r != nil && r.Members[key.member] != nil {
-			continue
-		}
-		for e, u := range p.inUse {
-			if !u.ranges.Empty() || u.node0 {
-				tb.Fatalf("%T forgot %s/%s while its lease of epoch %d (%v node0=%v) may be in use%s", c, p.workerID, p.incarnation, e, u.ranges, u.node0, w.history())
-			}
-		}
-		clear(p.inUse)
-	}
-	return nil
 }
 
 // renew is the leader answering every outstanding demand: each active member gets its current
@@ -274,10 +284,11 @@ const (
 	evPlan
 	evReplay
 	evCoordinator
+	evPass
 	evCount
 )
 
-var eventWeights = [evCount]int{evJoin: 12, evReconnect: 6, evDown: 8, evLeave: 4, evRelease: 14, evExpire: 14, evPlan: 30, evReplay: 6, evCoordinator: 6}
+var eventWeights = [evCount]int{evJoin: 12, evReconnect: 6, evDown: 8, evLeave: 4, evRelease: 14, evExpire: 14, evPlan: 30, evReplay: 6, evCoordinator: 6, evPass: 20}
 
 func drawEvent(t *rapid.T) int {
 	total := 0
@@ -362,6 +373,10 @@ func (w *world) step(t *rapid.T) {
 		if stateJSON(t, w.st) != before {
 			t.Fatalf("a stale Assign changed the state: %+v", a.Assignments)
 		}
+	case ev == evPass:
+		// One pass of the leader over the ring, committed as one Reconcile; decided on the
+		// applied state, so with lag its plan may be stale and refused as a whole.
+		w.propose(t, drawPass(t, w.st, k, func() string { w.nextInc++; return fmt.Sprintf("i%d", w.nextInc) }, false))
 	case ev == evCoordinator:
 		id := fmt.Sprintf("c%d", rapid.IntRange(0, 2).Draw(t, "coordinator"))
 		if rapid.Bool().Draw(t, "register") {
@@ -391,8 +406,9 @@ func (w *world) propose(tb failer, c fsm.Command) {
 	w.mustApply(tb, c)
 }
 
-// commitOne applies the oldest proposal in flight. It may be refused: a stale Assign is refused
-// by design, and a Release may name a member that left in the meantime.
+// commitOne applies the oldest proposal in flight. It may be refused: a stale Assign (or a
+// Reconcile carrying one) is refused by design, and a Release may name a member that left in the
+// meantime.
 func (w *world) commitOne(tb failer) {
 	tb.Helper()
 	p := w.queue[0]
