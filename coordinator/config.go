@@ -53,6 +53,11 @@ type Config struct {
 	ReconnectGrace time.Duration
 	// ApplyTimeout bounds how long a Raft command may wait to be enqueued. Default 2s.
 	ApplyTimeout time.Duration
+	// PassInterval is the least time between the starts of two reconcile passes of the leader.
+	// What arrives within it (joins, downs, releases) is planned and committed together, one
+	// entry per ring, so a join storm costs a few entries per ring instead of one per worker; an
+	// event on a quiet leader is handled at once. Default 100ms.
+	PassInterval time.Duration
 
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft for fast failover.
 	// Defaults 500ms, 500ms, 250ms. LeaderLeaseTimeout also bounds how long after a successful
@@ -111,6 +116,7 @@ const (
 	DefaultWriteTimeout       = 2 * time.Second
 	DefaultReconnectGrace     = 2 * time.Second
 	DefaultApplyTimeout       = 2 * time.Second
+	DefaultPassInterval       = 100 * time.Millisecond
 	DefaultHeartbeatTimeout   = 500 * time.Millisecond
 	DefaultElectionTimeout    = 500 * time.Millisecond
 	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
@@ -145,6 +151,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = DefaultApplyTimeout
+	}
+	if c.PassInterval == 0 {
+		c.PassInterval = DefaultPassInterval
 	}
 	if c.HeartbeatTimeout == 0 {
 		c.HeartbeatTimeout = DefaultHeartbeatTimeout
@@ -191,7 +200,7 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"silence timeout": c.SilenceTimeout, "write timeout": c.WriteTimeout,
 		"reconnect grace": c.ReconnectGrace, "apply timeout": c.ApplyTimeout,
-		"report period": c.ReportPeriod,
+		"report period": c.ReportPeriod, "pass interval": c.PassInterval,
 	} {
 		if d < 0 {
 			return fmt.Errorf("%w: negative %s %v", ErrBadConfig, name, d)

@@ -8,6 +8,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/retryring/retryring/fsm"
 )
 
 // nodeMetrics are the coordinator's Prometheus metrics, one registry per node (a test process
@@ -18,7 +20,12 @@ type nodeMetrics struct {
 	leasesSent   atomic.Uint64 // lease elements written to workers' streams
 	notLeader    atomic.Uint64 // worker requests answered not_leader or no_leader
 	expiriesSent atomic.Uint64 // Expire commands committed by this node as leader
+	// committed counts the entries this node committed as leader, by command type (the type byte).
+	committed [256]atomic.Uint64
 }
+
+// countCommitted counts an entry of type typ that this node committed as leader.
+func (m *nodeMetrics) countCommitted(typ fsm.CommandType) { m.committed[typ].Add(1) }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
 	m := &nodeMetrics{registry: prometheus.NewRegistry()}
@@ -45,6 +52,8 @@ var (
 	descSent       = prometheus.NewDesc("retryring_coordinator_lease_elements_sent_total", "Lease elements sent to workers by this node as leader.", nil, nil)
 	descNotLeader  = prometheus.NewDesc("retryring_coordinator_redirects_total", "Worker requests this node answered not_leader or no_leader (served by the leader only).", nil, nil)
 	descExpiries   = prometheus.NewDesc("retryring_coordinator_expiries_total", "Expire commands this node committed as leader (holds of departed members that ran out).", nil, nil)
+	descCommitted  = prometheus.NewDesc("retryring_coordinator_raft_commands_total",
+		"Raft entries this node committed as leader, by command type (reconcile: one entry for a pass over a ring, carrying its joins, downs, expiries, releases and plan).", []string{"type"}, nil)
 )
 
 // nodeCollector reads the node's state at scrape time.
@@ -55,7 +64,7 @@ type nodeCollector struct {
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descRaftState, descTerm, descCommit, descApplied, descLeaderKnow,
-		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries} {
+		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries, descCommitted} {
 		ch <- d
 	}
 	for _, d := range backlogDescs {
@@ -74,6 +83,11 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descSent, c.m.leasesSent.Load())
 	counter(descNotLeader, c.m.notLeader.Load())
 	counter(descExpiries, c.m.expiriesSent.Load())
+	for typ := range c.m.committed {
+		if v := c.m.committed[typ].Load(); v > 0 {
+			ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.CounterValue, float64(v), fsm.CommandType(typ).String())
+		}
+	}
 	gauge(descConns, float64(len(n.conns.snapshot())))
 	if n.raft == nil {
 		return

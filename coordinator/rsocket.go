@@ -256,11 +256,15 @@ func (n *Node) requestResponse(c *workerConn, p payload.Payload) mono.Mono {
 	})
 }
 
-// release commits that the worker uses nothing but its lease of epoch; the leader's next plan hands
-// on what older epochs held.
+// release commits that the worker uses nothing but its lease of epoch, with the leader's next
+// pass over the ring, whose plan hands on what older epochs held (leaderTerm.submitRelease).
 func (n *Node) release(c *workerConn, epoch uint64) (any, error) {
 	s := c.setup
-	err := n.apply(&fsm.Release{Ring: s.Ring(), WorkerID: s.WorkerID, Incarnation: s.Incarnation, Epoch: epoch})
+	t := n.currentTerm()
+	if t == nil {
+		return nil, n.leaderErr()
+	}
+	err := t.submitRelease(fsm.Release{Ring: s.Ring(), WorkerID: s.WorkerID, Incarnation: s.Incarnation, Epoch: epoch})
 	if err != nil {
 		return nil, err
 	}

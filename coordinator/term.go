@@ -39,6 +39,8 @@ type leaderTerm struct {
 	times         termTimes
 	verifiedUntil time.Time
 	streams       map[*leaseStream]struct{}
+	// releases wait for the next reconcile pass of their ring (submitRelease).
+	releases []*releaseReq
 
 	seen   map[memberID]bool    // reconcile loop only
 	recent map[string]time.Time // reconcile loop only: commands committed lately, by encoding
@@ -336,6 +338,7 @@ func (t *leaderTerm) apply(cmd fsm.Command) error {
 		return commitErr(err)
 	}
 	t.extendVerified(t0)
+	t.n.metrics.countCommitted(cmd.Type())
 	if resp, ok := f.Response().(error); ok && resp != nil {
 		return commitErr(resp)
 	}
@@ -343,10 +346,13 @@ func (t *leaderTerm) apply(cmd fsm.Command) error {
 }
 
 // reconcileLoop runs the leader's decisions whenever the state or the connections change, and when
-// a pending decision becomes due.
+// a pending decision becomes due, but passes start at least PassInterval apart: during a storm,
+// what arrived since the last pass is decided and committed together (every commit of a pass
+// kicks the loop again, so without the spacing each pass would carry little more than one event).
 func (t *leaderTerm) reconcileLoop() {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-t.ctx.Done():
@@ -354,6 +360,14 @@ func (t *leaderTerm) reconcileLoop() {
 		case <-t.kick:
 		case <-timer.C:
 		}
+		if wait := t.n.cfg.PassInterval - time.Since(last); !last.IsZero() && wait > 0 {
+			select {
+			case <-t.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
 		wake := t.reconcile()
 		next := t.n.cfg.Timing.Renewal
 		if !wake.IsZero() {
@@ -371,9 +385,12 @@ func (t *leaderTerm) reconcileLoop() {
 	}
 }
 
-// reconcile proposes joins, downs and expiries that are due, then plans every ring on the state
-// they produced and commits the plan. Failed proposals are retried on the next pass: every
-// command is idempotent and every decision is recomputed from the committed state.
+// reconcile decides the joins, downs and expiries that are due, takes the releases workers sent
+// since the last pass, plans every ring on the state they produce and commits, per ring, all of
+// it as one entry (fsm.Reconcile), the rings' entries in flight together. While the version gate
+// keeps Reconcile out (a coordinator of FSM version 2 or older in the configuration), it commits
+// them one by one, as version 2 did. Failed proposals are retried on the next pass: every command
+// is idempotent and every decision is recomputed from the committed state.
 func (t *leaderTerm) reconcile() (wake time.Time) {
 	t.mu.Lock()
 	ready, times := t.ready, t.times
@@ -403,27 +420,51 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			rings[m.Ring] = &fsm.Ring{Key: cs.ring, Members: map[string]*fsm.Member{}}
 		}
 	}
-	var cmds []fsm.Command
 	if c, w := t.decideTiming(now, times); c != nil {
-		cmds = append(cmds, c)
+		t.commitOneByOne([]fsm.Command{c}, now, later)
 	} else {
 		later(w)
 	}
+	decisions := map[string]ringDecisions{}
 	t.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
 		for id, r := range rings {
 			d := decideRing(now, times, id, r, conns, t.seen, lastUpTo)
 			later(d.wake)
-			for i := range d.joins {
-				cmds = append(cmds, &d.joins[i])
-			}
-			for i := range d.downs {
-				cmds = append(cmds, &d.downs[i])
-			}
-			for i := range d.expires {
-				cmds = append(cmds, &d.expires[i])
-			}
+			decisions[id] = d
 		}
 	})
+	releases := t.takeReleases()
+	if t.n.versionGate(&fsm.Reconcile{}) != nil {
+		t.reconcileOneByOne(rings, decisions, releases, now, later)
+	} else {
+		fresh := func(c fsm.Command) bool {
+			if wait := t.proposedRecently(c, now); wait > 0 {
+				later(now.Add(wait))
+				return false
+			}
+			return true
+		}
+		var passes []ringPass
+		for id, r := range rings {
+			d := decisions[id]
+			p := buildPass(r, releases[id], d, fresh)
+			delete(releases, id)
+			if !p.entry.Empty() {
+				passes = append(passes, p)
+			}
+		}
+		for _, reqs := range releases {
+			// A ring this leader does not know: the state answers as it would on its own.
+			buildPass(&fsm.Ring{Key: reqs[0].rel.Ring, Members: map[string]*fsm.Member{}}, reqs, ringDecisions{}, nil)
+		}
+		t.commitPasses(passes, now, later)
+	}
+	t.pruneSends()
+	return wake
+}
+
+// commitOneByOne commits each command in its own entry, one after the other.
+func (t *leaderTerm) commitOneByOne(cmds []fsm.Command, now time.Time, later func(time.Time)) {
 	for _, c := range cmds {
 		if wait := t.proposedRecently(c, now); wait > 0 {
 			later(now.Add(wait))
@@ -443,7 +484,33 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 		}
 		t.log.Info().Stringer("command", c.Type()).Interface("args", c).Msg("committed")
 	}
-	if len(cmds) > 0 {
+}
+
+// reconcileOneByOne is the pass of FSM version 2, for while the version gate keeps Reconcile out:
+// every join, down and expiry in an entry of its own, then a plan per ring on the state they
+// produced. Releases that were waiting for a pass (the gate closed meanwhile) go first, each on
+// its own.
+func (t *leaderTerm) reconcileOneByOne(rings map[string]*fsm.Ring, decisions map[string]ringDecisions,
+	releases map[string][]*releaseReq, now time.Time, later func(time.Time)) {
+	for _, reqs := range releases {
+		for _, r := range reqs {
+			r.done <- t.apply(&r.rel)
+		}
+	}
+	var cmds []fsm.Command
+	for _, d := range decisions {
+		for i := range d.joins {
+			cmds = append(cmds, &d.joins[i])
+		}
+		for i := range d.downs {
+			cmds = append(cmds, &d.downs[i])
+		}
+		for i := range d.expires {
+			cmds = append(cmds, &d.expires[i])
+		}
+	}
+	t.commitOneByOne(cmds, now, later)
+	if len(cmds) > 0 || len(releases) > 0 {
 		rings = t.snapshotRings()
 	}
 	for _, r := range rings {
@@ -463,8 +530,6 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			t.log.Info().Str("ring", r.Key.String()).Interface("assignments", plan.Assignments).Msg("committed assignment")
 		}
 	}
-	t.pruneSends()
-	return wake
 }
 
 // decideTiming is the lease timing to commit on this pass: this leader's own while the version
