@@ -20,13 +20,14 @@ import (
 // dropped tokens. What it received is recorded in rec (a testWorker that is never started) for
 // checkExclusive.
 type stormWorker struct {
-	t    testing.TB
-	rec  *testWorker
-	conn net.Conn
-	wmu  sync.Mutex // one frame written at a time
-	sid  uint32     // last request-response stream id (odd; the lease stream is 1)
-	stop chan struct{}
-	done sync.WaitGroup
+	t     testing.TB
+	rec   *testWorker
+	conn  net.Conn
+	wmu   sync.Mutex // one frame written at a time
+	sid   uint32     // last request-response stream id (odd; the lease stream is 1)
+	stop  chan struct{}
+	quiet chan struct{} // closed by quiesce
+	done  sync.WaitGroup
 }
 
 func startStormWorker(t testing.TB, id string, ring lease.RingKey, addr string) *stormWorker {
@@ -35,7 +36,7 @@ func startStormWorker(t testing.TB, id string, ring lease.RingKey, addr string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &stormWorker{t: t, rec: newTestWorker(t, id), conn: conn, sid: 1, stop: make(chan struct{})}
+	w := &stormWorker{t: t, rec: newTestWorker(t, id), conn: conn, sid: 1, stop: make(chan struct{}), quiet: make(chan struct{})}
 	w.rec.ring = ring
 	data, _ := json.Marshal(lease.Setup{WorkerID: id, Incarnation: w.rec.inc, Region: ring.Region, Cluster: ring.Cluster, Service: ring.Service})
 	w.write(setupFrame(data, lease.DataMIME, lease.MetadataMIME))
@@ -47,6 +48,8 @@ func startStormWorker(t testing.TB, id string, ring lease.RingKey, addr string) 
 		for {
 			select {
 			case <-w.stop:
+				return
+			case <-w.quiet:
 				return
 			case <-tick.C:
 				w.write(frameBytes(framing.NewWriteableKeepaliveFrame(0, nil, true)))
@@ -112,6 +115,18 @@ func (w *stormWorker) write(frames ...[]byte) {
 	}
 }
 
+// quiesce stops the keepalives and cancels the lease stream, so that the coordinator has nothing
+// more to send on the connection.
+func (w *stormWorker) quiesce() {
+	select {
+	case <-w.quiet:
+		return
+	default:
+	}
+	close(w.quiet)
+	w.write(frameBytes(framing.NewWriteableCancelFrame(1)))
+}
+
 func (w *stormWorker) close() {
 	select {
 	case <-w.stop:
@@ -133,6 +148,34 @@ func stormRing(i int) lease.RingKey {
 	return lease.RingKey{Region: "eu", Cluster: "c1", Service: fmt.Sprintf("storm%d", i%stormRings)}
 }
 
+// stormSettled reports whether every storm ring is settled in the leader's state with its ten
+// members, and every worker holds its member's current epoch.
+func stormSettled(leader *Node, workers []*testWorker) bool {
+	epochs := map[string]uint64{}
+	settled := true
+	leader.fsm.View(func(s *fsm.State, _ uint64) {
+		for i := range stormRings {
+			r := s.Ring(stormRing(i))
+			if r == nil || !r.Settled() || len(r.ActiveMembers()) != stormWorkers/stormRings {
+				settled = false
+				return
+			}
+			for _, m := range r.Members {
+				epochs[m.WorkerID] = m.Epoch
+			}
+		}
+	})
+	if !settled {
+		return false
+	}
+	for _, w := range workers {
+		if g, ok := w.latest(); !ok || g.lease.Epoch != epochs[w.id] {
+			return false
+		}
+	}
+	return true
+}
+
 // stormCluster is a 3-node cluster with Raft timeouts loose enough that a hundred clients on a
 // loaded test machine do not cost the leader its leadership (the count is one leader's).
 func stormCluster(t *testing.T, mutate func(i int, c *Config)) *testCluster {
@@ -150,7 +193,7 @@ func stormCluster(t *testing.T, mutate func(i int, c *Config)) *testCluster {
 // in the leader's state with its ten members and every worker holds its member's current epoch,
 // and returns the workers' records and the number of Raft entries the leader's log grew by from
 // the subscriptions on.
-func joinStorm(t *testing.T, c *testCluster, leader *Node) ([]*testWorker, uint64) {
+func joinStorm(t *testing.T, leader *Node) ([]*testWorker, uint64) {
 	t.Helper()
 	conns := make([]*stormWorker, stormWorkers)
 	workers := make([]*testWorker, stormWorkers)
@@ -163,42 +206,47 @@ func joinStorm(t *testing.T, c *testCluster, leader *Node) ([]*testWorker, uint6
 	for _, w := range conns {
 		w.subscribe()
 	}
-	eventually(t, 60*time.Second, "every ring settled and every worker holding its current epoch", func() bool {
-		epochs := map[string]uint64{}
-		settled := true
-		leader.fsm.View(func(s *fsm.State, _ uint64) {
-			for i := range stormRings {
-				r := s.Ring(stormRing(i))
-				if r == nil || !r.Settled() || len(r.ActiveMembers()) != stormWorkers/stormRings {
-					settled = false
-					return
+	deadline := time.Now().Add(60 * time.Second)
+	for !stormSettled(leader, workers) {
+		if time.Now().After(deadline) {
+			if !leader.IsLeader() {
+				t.Fatalf("leadership moved during the storm (a loaded machine): these workers do not follow it")
+			}
+			leader.fsm.View(func(s *fsm.State, _ uint64) {
+				for i := range stormRings {
+					if r := s.Ring(stormRing(i)); r == nil || !r.Settled() {
+						t.Logf("ring %d not settled: %+v", i, r)
+						if r != nil {
+							for _, m := range r.SortedMembers() {
+								t.Logf("  %+v", *m)
+							}
+						}
+					}
 				}
-				for _, m := range r.Members {
-					epochs[m.WorkerID] = m.Epoch
+			})
+			for _, w := range workers {
+				if g, ok := w.latest(); ok {
+					t.Logf("%s latest epoch %d ranges %v", w.id, g.lease.Epoch, g.lease.Ranges)
+				} else {
+					t.Logf("%s nothing received", w.id)
 				}
 			}
-		})
-		if !settled {
-			return false
+			t.Fatalf("the rings did not settle within 60s")
 		}
-		for _, w := range workers {
-			if g, ok := w.latest(); !ok || g.lease.Epoch != epochs[w.id] {
-				return false
-			}
-		}
-		return true
-	})
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !leader.IsLeader() {
 		t.Fatalf("leadership moved during the storm: the entry count is not one leader's")
 	}
 	entries := leader.raft.LastIndex() - before
-	// The coordinators stop before the workers hang up: under -race, rsocket-go v0.8.16 reports
-	// its own race when a connection dies while an element is being queued (see
-	// FuzzRSocketServerRawBytes), which a hundred renewing streams would hit.
+	// The workers go quiet before they hang up: under -race, rsocket-go v0.8.16 reports its own
+	// race when a connection dies while a frame is being queued for it (see
+	// FuzzRSocketServerRawBytes), which a hundred renewing streams would hit at the end.
 	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.Kill()
+		for _, w := range conns {
+			w.quiesce()
 		}
+		time.Sleep(300 * time.Millisecond)
 	})
 	for i := range stormRings {
 		var ring []*testWorker
@@ -217,9 +265,8 @@ func joinStorm(t *testing.T, c *testCluster, leader *Node) ([]*testWorker, uint6
 // of the shrunk members and the plan, so the whole storm costs a few entries per ring, where the
 // one-command-per-entry path spends one per join and one per release at least.
 func TestJoinStormCommitsAFewEntriesPerRing(t *testing.T) {
-	c := stormCluster(t, nil)
-	leader := c.leader()
-	_, entries := joinStorm(t, c, leader)
+	leader := stormCluster(t, nil).leader()
+	_, entries := joinStorm(t, leader)
 
 	n := leader.metrics
 	reconciles, joins, releases := n.committed[fsm.TypeReconcile].Load(), n.committed[fsm.TypeJoin].Load(), n.committed[fsm.TypeRelease].Load()
@@ -231,8 +278,11 @@ func TestJoinStormCommitsAFewEntriesPerRing(t *testing.T) {
 	if reconciles == 0 {
 		t.Errorf("no reconcile entry was committed")
 	}
-	if limit := uint64(stormRings * 4); entries > limit {
-		t.Errorf("the storm cost %d raft entries, want at most %d (4 per ring)", entries, limit)
+	// The subscriptions land in one pass or in a few, as the machine goes: each further pass
+	// costs a ring about two entries (its joins, then the releases of the members it shrank).
+	// One entry per join would cost at least 110 (100 joins and a plan per ring).
+	if limit := uint64(stormRings * 6); entries > limit {
+		t.Errorf("the storm cost %d raft entries, want at most %d (6 per ring)", entries, limit)
 	}
 }
 
@@ -255,7 +305,7 @@ func TestJoinStormWithTheGateClosedCommitsOneByOne(t *testing.T) {
 		}
 		return false
 	})
-	_, entries := joinStorm(t, c, leader)
+	_, entries := joinStorm(t, leader)
 
 	n := leader.metrics
 	joins := n.committed[fsm.TypeJoin].Load()
