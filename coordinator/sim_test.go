@@ -43,6 +43,8 @@ type sim struct {
 	seen   map[memberID]bool
 	procs  []*simProc
 	log    []string
+	// releases are the workers' releases waiting for the leader's next pass.
+	releases []*releaseReq
 	// rolling, when set, is a rolling restart: the nodes one of which leads after each leader
 	// change; at each change one more of them may first restart onto rolling.to.
 	rolling *rollingRestart
@@ -139,34 +141,37 @@ func (s *sim) decideAndApply(st *fsm.State) (committed []fsm.Command, wake time.
 	} else if !w.IsZero() {
 		wake = w
 	}
+	var d ringDecisions
 	s.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
-		d := decideRing(s.now, s.tt, fsm.RingID(testRing), r, conns, s.seen, lastUpTo)
+		d = decideRing(s.now, s.tt, fsm.RingID(testRing), r, conns, s.seen, lastUpTo)
 		if !d.wake.IsZero() && (wake.IsZero() || d.wake.Before(wake)) {
 			wake = d.wake
 		}
-		for i := range d.joins {
-			cmds = append(cmds, &d.joins[i])
-		}
-		for i := range d.downs {
-			cmds = append(cmds, &d.downs[i])
-		}
-		for i := range d.expires {
-			cmds = append(cmds, &d.expires[i])
-		}
 	})
-	commit := func(c fsm.Command) {
-		if err := st.Apply(c); err == nil {
-			committed = append(committed, c)
-			s.logf("commit %s %+v", c.Type(), c)
+	commit := func(c fsm.Command) bool {
+		if err := st.Apply(c); err != nil {
+			return false
 		}
+		committed = append(committed, c)
+		s.logf("commit %s %+v", c.Type(), c)
+		return true
 	}
 	for _, c := range cmds {
 		commit(c)
 	}
-	if a := fsm.Plan(st.Ring(testRing)); a != nil {
-		commit(a)
+	// The ring's releases, joins, downs, expiries and plan, in one entry, as the leader's pass
+	// builds it (buildPass); a refused entry's releases wait for the next pass.
+	reqs := s.releases
+	s.releases = nil
+	if p := buildPass(r, reqs, d, nil); !p.entry.Empty() && !commit(p.command()) {
+		s.releases = append(s.releases, p.releases...)
 	}
 	return committed, wake
+}
+
+// queueRelease hands a worker's release to the leader's next pass, as submitRelease does.
+func (s *sim) queueRelease(rel fsm.Release) {
+	s.releases = append(s.releases, &releaseReq{rel: rel, done: make(chan error, 1)})
 }
 
 // deliver answers outstanding demand. A worker asks for the next element at some later event
@@ -252,8 +257,8 @@ func (s *sim) step(t *rapid.T) {
 		if len(live) > 0 {
 			p := rapid.SampledFrom(live).Draw(t, "release")
 			if p.releasable > 0 {
-				err := s.state.Apply(&fsm.Release{Ring: testRing, WorkerID: p.id, Incarnation: p.inc, Epoch: p.releasable})
-				s.logf("release %s/%s epoch %d: %v", p.id, p.inc, p.releasable, err)
+				s.queueRelease(fsm.Release{Ring: testRing, WorkerID: p.id, Incarnation: p.inc, Epoch: p.releasable})
+				s.logf("release %s/%s epoch %d: waits for the next pass", p.id, p.inc, p.releasable)
 				p.releasable = 0
 			}
 		}
@@ -416,7 +421,7 @@ func runSim(t *rapid.T, s *sim) {
 	for range 20 {
 		for _, p := range s.procs {
 			if p.connected && p.releasable > 0 {
-				_ = s.state.Apply(&fsm.Release{Ring: testRing, WorkerID: p.id, Incarnation: p.inc, Epoch: p.releasable})
+				s.queueRelease(fsm.Release{Ring: testRing, WorkerID: p.id, Incarnation: p.inc, Epoch: p.releasable})
 				p.releasable = 0
 			}
 		}

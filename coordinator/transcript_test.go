@@ -22,8 +22,8 @@ import (
 //	                process of a is cut off and may still use what it holds
 //	crash a         a's process stops talking to the leader (a crash, a hang, a cut)
 //	reconnect a     a's last process comes back with its incarnation
-//	release a [e]   a commits ring.release of epoch e (default: the epoch it last switched to that
-//	                dropped something): it uses nothing older
+//	release a [e]   a sends ring.release of epoch e (default: the epoch it last switched to that
+//	                dropped something): it uses nothing older; the leader's next pass commits it
 //	leave a         a stops using everything and commits ring.leave
 //	advance 1.5s    time passes; the leader renews every lease at each renewal tick in it
 //	decide          the leader reacts: reconcile passes until one commits nothing, each followed by
@@ -98,7 +98,8 @@ func (s *sim) transcriptCommand(c transcript.Command) (string, error) {
 				return "", err
 			}
 		}
-		return s.commitWorkerCommand(&fsm.Release{Ring: testRing, WorkerID: p.id, Incarnation: p.inc, Epoch: epoch}), nil
+		s.queueRelease(fsm.Release{Ring: testRing, WorkerID: p.id, Incarnation: p.inc, Epoch: epoch})
+		return fmt.Sprintf("%s releases e%d: committed with the leader's next pass", name(p), epoch), nil
 	case "leave":
 		p, err := proc()
 		if err != nil {
@@ -173,8 +174,7 @@ func name(p *simProc) string { return transcript.FormatMember(p.id, p.inc) }
 
 func since(t time.Time) string { return t.Sub(t0).String() }
 
-// commitWorkerCommand commits a command a worker sent (release, leave), as the leader does on
-// its request.
+// commitWorkerCommand commits a command a worker sent (leave), as the leader does on its request.
 func (s *sim) commitWorkerCommand(c fsm.Command) string {
 	if err := s.state.Apply(c); err != nil {
 		return "refused: " + err.Error()
@@ -195,6 +195,10 @@ func (s *sim) decide() string {
 			break
 		}
 		for _, c := range committed {
+			if _, ok := c.(*fsm.Reconcile); ok {
+				out = append(out, "commit "+transcript.FormatCommand(c))
+				continue
+			}
 			out = append(out, "commit "+strings.ReplaceAll(transcript.FormatCommand(c), "\n", "\ncommit "))
 		}
 		for _, e := range s.stream(false) {

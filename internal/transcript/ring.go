@@ -42,9 +42,18 @@ func assignment(epoch uint64, index, count int, ranges lease.Ranges) string {
 	return fmt.Sprintf("e%d node %d/%d %s", epoch, index, count, FormatRanges(ranges))
 }
 
-// FormatCommand prints a ring command; an Assign takes one line per assignment.
+// FormatCommand prints a ring command; an Assign takes one line per assignment, a Reconcile a
+// line of its own and one indented line per part.
 func FormatCommand(c fsm.Command) string {
 	switch c := c.(type) {
+	case *fsm.Reconcile:
+		lines := []string{"one entry:"}
+		for _, part := range c.Commands() {
+			for _, l := range strings.Split(FormatCommand(part), "\n") {
+				lines = append(lines, "  "+l)
+			}
+		}
+		return strings.Join(lines, "\n")
 	case *fsm.Join:
 		return "join " + FormatMember(c.WorkerID, c.Incarnation)
 	case *fsm.Down:
