@@ -6,16 +6,21 @@
 // request with not_leader (and the leader's RSocket address, learned from the replicated state)
 // while it hears from the leader within the election timeout, else with no_leader at once,
 // listing the coordinators it knows. The leader turns what it sees into Raft commands and streams
-// what was committed:
+// what was committed. A reconcile pass (pass.go), at most one per PassInterval, commits per ring
+// one fsm.Reconcile carrying the releases, joins, downs and expiries of the pass and the plan made
+// on the state they produce; while the version gate keeps Reconcile out, each of them is an entry
+// of its own:
 //
 //	elected, barrier passed         -> commit fsm.CommitTiming (its lease timing), then send
-//	worker subscribes ring.leases   -> commit fsm.Join
-//	fsm.Plan gives new assignments  -> commit fsm.Assign, then push the new lease at once
+//	worker subscribes ring.leases   -> a join in the next pass
+//	fsm.Plan gives new assignments  -> the pass's plan, then push the new lease at once
 //	renewal tick                    -> VerifyLeader, then answer outstanding demand (no Raft write)
-//	ring.release / ring.leave       -> commit fsm.Release / fsm.Leave, then plan again
-//	connection closed or silent     -> commit fsm.Down (a member that has not come back to a new
-//	                                   leader: once its last lease from an earlier one may have ended)
-//	hold no longer possibly in use  -> commit fsm.Expire, then plan again
+//	ring.release                    -> a release in the next pass, answered once it is committed
+//	ring.leave                      -> commit fsm.Leave, then plan again
+//	connection closed or silent     -> a down in the next pass (a member that has not come back to
+//	                                   a new leader: once its last lease from an earlier one may
+//	                                   have ended)
+//	hold no longer possibly in use  -> an expiry in the next pass
 //	longest timing waited out       -> commit fsm.RetireTiming
 //	operator pause, resume, limit   -> commit fsm.Pause / Resume / Limit, then answer demand at once
 //	ring.report                     -> keep it in memory (reports.go), never in Raft

@@ -24,6 +24,10 @@
 //	Plan(ring) -> [B: second half (epoch 7)]
 //	Apply(Assign{...})
 //
+// A leader of FSM version 3 commits each pass over a ring as one Reconcile instead: the releases,
+// joins, downs and expiries of the pass, then the plan made on the state they produce, all or
+// nothing (Reconcile.Commands lists them as the separate commands above).
+//
 // Lease timing: a leader commits the timing it runs with (CommitTiming) before it sends a lease,
 // and the state keeps the longest one (TimingState.Longest): a later leader bounds every lease an
 // earlier one may have sent by that, not by its own flags, so a rolling restart onto a shorter
