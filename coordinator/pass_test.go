@@ -362,4 +362,29 @@ func TestBuildPass(t *testing.T) {
 	if !s.Ring(testRing).Settled() {
 		t.Fatalf("one entry did not settle the ring: %+v", s.Ring(testRing))
 	}
+
+	// c joins: a and b shrink. b releases its new epoch (kept, before the plan that uses it); a
+	// releases an epoch it never had (answered bad_request at once, left out).
+	mustApplyCoord(t, s, &fsm.Join{Ring: testRing, WorkerID: "c", Incarnation: "c1"})
+	mustApplyCoord(t, s, fsm.Plan(s.Ring(testRing)))
+	b := s.Ring(testRing).Members[fsm.MemberKey("b", "b1")]
+	good := &releaseReq{rel: fsm.Release{Ring: testRing, WorkerID: "b", Incarnation: "b1", Epoch: b.Epoch}, done: make(chan error, 1)}
+	bad := &releaseReq{rel: fsm.Release{Ring: testRing, WorkerID: "a", Incarnation: "a2", Epoch: 99}, done: make(chan error, 1)}
+	p = buildPass(s.Ring(testRing).Clone(), []*releaseReq{bad, good}, ringDecisions{}, nil)
+	if err := <-bad.done; !errors.Is(err, lease.ErrBadRequest) {
+		t.Fatalf("release of epoch 99 answered %v, want ErrBadRequest", err)
+	}
+	if len(p.releases) != 1 || p.releases[0] != good || len(p.entry.Releases) != 1 || len(p.entry.Assignments) == 0 {
+		t.Fatalf("entry %+v, want b's release and the plan it allows", p.entry)
+	}
+	if err := s.Apply(p.command()); err != nil {
+		t.Fatalf("the entry is refused: %v", err)
+	}
+}
+
+func mustApplyCoord(t *testing.T, s *fsm.State, c fsm.Command) {
+	t.Helper()
+	if err := s.Apply(c); err != nil {
+		t.Fatalf("%T: %v", c, err)
+	}
 }
