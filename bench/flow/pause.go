@@ -72,6 +72,7 @@ func (e *env) pauses(ctx context.Context, n, rows, workers int, rnd *rand.Rand) 
 		return res, err
 	}
 	ids := allIDs(ps)
+	res.rows = len(ids)
 	for i := range n {
 		if !waitFlowing(ctx, f, time.Minute) {
 			if ctx.Err() != nil {
