@@ -25,10 +25,15 @@ type env struct {
 // downstream in this process, a keyspace of its own. close ends it all.
 type fleet struct {
 	*proc.Cluster
-	close func()
+	binary string
+	close  func()
 }
 
-func (e *env) start(ctx context.Context, what string, workers int, ds downstream.Config) (*fleet, error) {
+// start starts a fleet of binary (e.binary when "").
+func (e *env) start(ctx context.Context, what, binary string, workers int, ds downstream.Config) (*fleet, error) {
+	if binary == "" {
+		binary = e.binary
+	}
 	dir, err := os.MkdirTemp("", "flow-bench-")
 	if err != nil {
 		return nil, err
@@ -40,7 +45,7 @@ func (e *env) start(ctx context.Context, what string, workers int, ds downstream
 	}
 	ks := benchkit.KeyspaceName("flow_" + what)
 	c, err := proc.StartCluster(ctx, g, proc.Options{
-		Binary: e.binary, Workers: workers, Cassandra: e.flags.Addr, Keyspace: ks,
+		Binary: binary, Workers: workers, Cassandra: e.flags.Addr, Keyspace: ks,
 		Concurrency: e.concurrency, Downstream: ds,
 	})
 	cleanup := func() {
@@ -56,12 +61,12 @@ func (e *env) start(ctx context.Context, what string, workers int, ds downstream
 		cleanup()
 		return nil, err
 	}
-	return &fleet{Cluster: c, close: func() { _ = c.Close(); cleanup() }}, nil
+	return &fleet{Cluster: c, binary: binary, close: func() { _ = c.Close(); cleanup() }}, nil
 }
 
 // ctl runs `retryring ctl <verb> --ring R --coordinator <leader> args...` as an operator would,
 // and returns when it started and when it returned (the change is committed by then).
-func (f *fleet) ctl(ctx context.Context, bin, name, verb string, args ...string) (started, returned time.Time, err error) {
+func (f *fleet) ctl(ctx context.Context, name, verb string, args ...string) (started, returned time.Time, err error) {
 	leader, err := f.WaitLeader(ctx)
 	if err != nil {
 		return started, returned, err
@@ -70,7 +75,7 @@ func (f *fleet) ctl(ctx context.Context, bin, name, verb string, args ...string)
 	defer cancel()
 	started = time.Now()
 	_, err = f.Group.Run(ctx, proc.Spec{
-		Name: name, Path: bin,
+		Name: name, Path: f.binary,
 		Args: append([]string{"ctl", verb, "--ring", f.Options().Ring.String(), "--coordinator", leader.URL("")}, args...),
 	})
 	return started, time.Now(), err

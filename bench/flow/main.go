@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/retryring/retryring/bench/internal/benchkit"
@@ -30,7 +31,12 @@ func main() {
 	flag.IntVar(&e.concurrency, "concurrency", 16, "each worker's --concurrency")
 	maxRun := flag.Duration("max-run", 45*time.Minute, "the whole program's bound: every wait ends by then")
 	seed := flag.Uint64("seed", 0, "seed of the pause trials' phases (0: from the clock)")
+	compare := flag.String("compare", "", "label=binary: run the limited rate runs again with this retryring binary, same run")
 	flag.Parse()
+	cmpLabel, cmpBinary, _ := strings.Cut(*compare, "=")
+	if *compare != "" && (cmpLabel == "" || cmpBinary == "") {
+		fail(fmt.Errorf("-compare %q: want label=path-of-a-retryring-binary", *compare))
+	}
 	if *limit <= 0 || *measure < slice || *workers < 1 || *trials < 0 || *big < 0 || *small < 0 || *pauseRows < 1 {
 		fail(fmt.Errorf("want -limit > 0, -measure ≥ %v, -workers ≥ 1, -trials ≥ 0, -big and -small ≥ 0, -pause-rows ≥ 1", slice))
 	}
@@ -66,6 +72,14 @@ func main() {
 		runs = append(runs, rateRun{layout: un, limit: *limit})
 		if *equalRun {
 			runs = append(runs, rateRun{layout: equal(*workers, un.total(), 5), limit: *limit})
+		}
+		if *compare != "" {
+			for _, r := range runs {
+				if r.limit > 0 {
+					r.binary, r.label = cmpBinary, cmpLabel
+					runs = append(runs, r)
+				}
+			}
 		}
 		var rs []rateResult
 		for _, r := range runs {

@@ -54,7 +54,7 @@ type pauseResult struct {
 // stub's call log, and resumes with `ctl resume`. Then it waits until every row was done once.
 func (e *env) pauses(ctx context.Context, n, rows, workers int, rnd *rand.Rand) (pauseResult, error) {
 	res := pauseResult{rows: rows}
-	f, err := e.start(ctx, "pause", workers, downstream.Config{Latency: 50 * time.Millisecond, Jitter: 100 * time.Millisecond})
+	f, err := e.start(ctx, "pause", "", workers, downstream.Config{Latency: 50 * time.Millisecond, Jitter: 100 * time.Millisecond})
 	if err != nil {
 		return res, err
 	}
@@ -86,7 +86,7 @@ func (e *env) pauses(ctx context.Context, n, rows, workers int, rnd *rand.Rand) 
 			return res, ctx.Err()
 		}
 		var err error
-		t.started, t.ret, err = f.ctl(ctx, e.binary, fmt.Sprintf("ctl-pause-%d", i+1), "pause", "--reason", "bench/flow")
+		t.started, t.ret, err = f.ctl(ctx, fmt.Sprintf("ctl-pause-%d", i+1), "pause", "--reason", "bench/flow")
 		if err != nil {
 			return res, err
 		}
@@ -97,7 +97,7 @@ func (e *env) pauses(ctx context.Context, n, rows, workers int, rnd *rand.Rand) 
 		t.last, t.anyStart = s.last(time.Now())
 		t.late = s.in(t.ret.Add(renewal), time.Now())
 		t.startsDuringCall = s.in(t.started, t.ret)
-		if _, _, err := f.ctl(ctx, e.binary, fmt.Sprintf("ctl-resume-%d", i+1), "resume"); err != nil {
+		if _, _, err := f.ctl(ctx, fmt.Sprintf("ctl-resume-%d", i+1), "resume"); err != nil {
 			return res, err
 		}
 		res.trials = append(res.trials, t)

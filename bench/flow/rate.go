@@ -23,13 +23,19 @@ const slidingStep = 100 * time.Millisecond
 type rateRun struct {
 	layout layout
 	limit  float64
+	// binary runs the fleet when not "" (-compare), named label in the table.
+	binary, label string
 }
 
 func (r rateRun) name() string {
+	n := fmt.Sprintf("ctl limit %v/s, %s", r.limit, r.layout.name)
 	if r.limit == 0 {
-		return "no limit (baseline), " + r.layout.name
+		n = "no limit (baseline), " + r.layout.name
 	}
-	return fmt.Sprintf("ctl limit %v/s, %s", r.limit, r.layout.name)
+	if r.label != "" {
+		n += " [" + r.label + "]"
+	}
+	return n
 }
 
 type rateResult struct {
@@ -54,7 +60,7 @@ type rateResult struct {
 // the limit and waits until every row was done once.
 func (e *env) rate(ctx context.Context, r rateRun, refLimit float64, measure time.Duration) (rateResult, error) {
 	res := rateResult{run: r, limit: refLimit, perMember: map[string][]int{}}
-	f, err := e.start(ctx, "rate", len(r.layout.rows), downstream.Config{Latency: 5 * time.Millisecond})
+	f, err := e.start(ctx, "rate", r.binary, len(r.layout.rows), downstream.Config{Latency: 5 * time.Millisecond})
 	if err != nil {
 		return res, err
 	}
@@ -68,7 +74,7 @@ func (e *env) rate(ctx context.Context, r rateRun, refLimit float64, measure tim
 		return res, err
 	}
 	if r.limit > 0 {
-		if _, _, err := f.ctl(ctx, e.binary, "ctl-limit", "limit", "--per-second", strconv.FormatFloat(r.limit, 'f', -1, 64)); err != nil {
+		if _, _, err := f.ctl(ctx, "ctl-limit", "limit", "--per-second", strconv.FormatFloat(r.limit, 'f', -1, 64)); err != nil {
 			return res, err
 		}
 	}
@@ -88,7 +94,7 @@ func (e *env) rate(ctx context.Context, r rateRun, refLimit float64, measure tim
 	}
 	execs := f.Downstream.Executions()
 	if r.limit > 0 {
-		if _, _, err := f.ctl(ctx, e.binary, "ctl-limit-clear", "limit", "--clear"); err != nil {
+		if _, _, err := f.ctl(ctx, "ctl-limit-clear", "limit", "--clear"); err != nil {
 			return res, err
 		}
 	}
