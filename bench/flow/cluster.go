@@ -65,21 +65,34 @@ func (e *env) start(ctx context.Context, what, binary string, workers int, ds do
 }
 
 // ctl runs `retryring ctl <verb> --ring R --coordinator <leader> args...` as an operator would,
-// and returns when it started and when it returned (the change is committed by then).
+// and returns when the attempt that succeeded started and when it returned (the change is
+// committed by then). Like an operator it tries again, for up to ctlBound, when the call fails
+// (no leader during an election on a loaded machine): every verb used here is idempotent.
 func (f *fleet) ctl(ctx context.Context, name, verb string, args ...string) (started, returned time.Time, err error) {
-	leader, err := f.WaitLeader(ctx)
-	if err != nil {
-		return started, returned, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, ctlBound)
 	defer cancel()
-	started = time.Now()
-	_, err = f.Group.Run(ctx, proc.Spec{
-		Name: name, Path: f.binary,
-		Args: append([]string{"ctl", verb, "--ring", f.Options().Ring.String(), "--coordinator", leader.URL("")}, args...),
-	})
-	return started, time.Now(), err
+	for attempt := 1; ; attempt++ {
+		var leader *proc.Coordinator
+		leader, err = f.WaitLeader(ctx)
+		if err != nil {
+			return started, returned, err
+		}
+		started = time.Now()
+		_, err = f.Group.Run(ctx, proc.Spec{
+			Name: name, Path: f.binary,
+			Args: append([]string{"ctl", verb, "--ring", f.Options().Ring.String(), "--coordinator", leader.URL("")}, args...),
+		})
+		returned = time.Now()
+		if err == nil || ctx.Err() != nil {
+			return started, returned, err
+		}
+		fmt.Fprintf(os.Stderr, "%s: attempt %d failed, trying again: %v\n", name, attempt, err)
+		sleep(ctx, time.Second)
+	}
 }
+
+// ctlBound bounds one ctl call with its attempts.
+const ctlBound = time.Minute
 
 // accounting is what the stub says of a run's rows once they were drained.
 type accounting struct {
