@@ -21,7 +21,10 @@
 // done exactly once.
 //
 // Each run is a cluster and a keyspace of its own, one after the other; -max-run bounds the whole
-// program. It prints markdown: the machine, a table per figure, then the raw values.
+// program. It prints markdown: the machine, a table per figure, then the raw values. With
+// -compare label=binary the limited rate runs are repeated with another retryring binary, in the
+// same run (a change to the worker's throttle against main).
 //
 //	go run ./bench/flow -limit 50 -measure 4m -trials 12
+//	go run ./bench/flow -binary bin/main -compare fix=bin/fix -baseline=false -trials 0
 package main
