@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	rslogger "github.com/rsocket/rsocket-go/logger"
 
 	"github.com/retryring/retryring/internal/proc"
 )
@@ -37,6 +41,7 @@ type options struct {
 	keep          bool
 	out           string
 	binaryVersion string
+	files         string // the file descriptor limits, for the report
 }
 
 func main() {
@@ -83,9 +88,16 @@ func main() {
 	if o.steady <= 0 || o.settleBound <= 0 || o.renewBound <= 0 || o.poll <= 0 {
 		fail(errors.New("-steady, -settle-bound, -renew-bound and -poll must be positive"))
 	}
-	if err := checkFiles(o.workers); err != nil {
+	files, err := checkFiles(o.workers)
+	if err != nil {
 		fail(err)
 	}
+	o.files = files
+
+	// rsocket-go logs every connection torn down, on its own global logger, to stderr: a leader kill
+	// with a thousand clients would bury the progress lines. What matters of it reaches the lease
+	// clients' own logs (clients.log of each run).
+	rslogger.SetLogger(nil)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -109,21 +121,22 @@ func parseTiming(name, spec string) (timingSpec, error) {
 // checkFiles makes sure the largest swarm's connections fit under the file descriptor limit:
 // this process holds one socket per worker, the leader coordinator (a child, which raises its own
 // soft limit to the hard one at start, as every Go program does) one per worker too.
-func checkFiles(workers []int) error {
+func checkFiles(workers []int) (string, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("reading the file descriptor limit: %w", err)
+		return "", fmt.Errorf("reading the file descriptor limit: %w", err)
 	}
 	most := 0
 	for _, n := range workers {
 		most = max(most, n)
 	}
 	need := uint64(most) + 256
-	logf("file descriptors: soft limit %d, hard limit %d; %d workers need about %d per process", lim.Cur, lim.Max, most, need)
+	desc := fmt.Sprintf("file descriptor limit %d (hard %d); %d workers need about %d per process", lim.Cur, lim.Max, most, need)
+	logf("%s", desc)
 	if lim.Max < need {
-		return fmt.Errorf("the file descriptor limit (ulimit -Hn %d) is too low for %d workers: each needs a socket here and one in the leader; raise it to at least %d (ulimit -n %d)", lim.Max, most, need, need)
+		return desc, fmt.Errorf("the file descriptor limit (ulimit -Hn %d) is too low for %d workers: each needs a socket here and one in the leader; raise it to at least %d (ulimit -n %d)", lim.Max, most, need, need)
 	}
-	return nil
+	return desc, nil
 }
 
 func fail(err error) {
@@ -133,6 +146,23 @@ func fail(err error) {
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s swarm: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// identify names the binary for the report: its `version` output where it has that subcommand,
+// and always the start of its SHA-256, so that two runs can tell which build they measured.
+func identify(ctx context.Context, path string) string {
+	var parts []string
+	if out, err := exec.CommandContext(ctx, path, "version").Output(); err == nil {
+		parts = append(parts, strings.Join(strings.Fields(string(out)), " "))
+	}
+	if f, err := os.Open(path); err == nil {
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err == nil {
+			parts = append(parts, fmt.Sprintf("sha256 %x", h.Sum(nil)[:6]))
+		}
+		_ = f.Close()
+	}
+	return strings.Join(parts, ", ")
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -159,9 +189,7 @@ func run(ctx context.Context, o options) (err error) {
 			return err
 		}
 	}
-	if out, err := exec.CommandContext(ctx, o.binary, "version").CombinedOutput(); err == nil {
-		o.binaryVersion = strings.TrimSpace(string(out))
-	}
+	o.binaryVersion = identify(ctx, o.binary)
 
 	var results []*result
 	var runErr error

@@ -69,6 +69,8 @@ type bench struct {
 	c      *proc.Cluster
 	s      *swarm.Swarm
 	timing lease.Timing
+	// started is when the coordinators had a leader and were all ready.
+	started time.Time
 }
 
 func runOne(ctx context.Context, o options, dir string, r *result) error {
@@ -89,6 +91,7 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 	if err != nil {
 		return fmt.Errorf("starting the coordinators: %w", err)
 	}
+	started := time.Now()
 	defer c.Close()
 	logs, err := os.Create(dir + "/clients.log")
 	if err != nil {
@@ -104,7 +107,7 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 			r.note("%v", err)
 		}
 	}()
-	b := &bench{o: o, r: r, c: c, s: s, timing: lease.Timing{TTL: r.timing.ttl, Renewal: r.timing.renewal}.WithDefaults()}
+	b := &bench{o: o, r: r, c: c, s: s, timing: lease.Timing{TTL: r.timing.ttl, Renewal: r.timing.renewal}.WithDefaults(), started: started}
 	if err := b.joinStorm(ctx); err != nil {
 		return err
 	}
@@ -120,11 +123,18 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 	return b.rollingRestart(ctx)
 }
 
-// joinStorm starts every client at once and waits until every ring is settled.
+// joinStorm starts every client at once and waits until every ring is settled. A cluster just
+// bootstrapped assigns nothing before its holder bound has passed (its workers may hold leases from
+// before), so the storm starts after that wait: it measures the storm, not the bootstrap.
 func (b *bench) joinStorm(ctx context.Context) error {
 	leader, _, err := b.c.Leader(ctx)
 	if err != nil {
 		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(b.started.Add(b.timing.HolderBound() + coordinator.DefaultLeaderLeaseTimeout + time.Second))):
 	}
 	smp := sample(leader.Pid(), samplePeriod)
 	start := time.Now()

@@ -51,7 +51,8 @@ func render(m machine, o options, rs []*result) string {
 	fmt.Fprintf(&b, "machine:  %d CPUs (%s), kernel %s, %s\n", m.cpus, m.cpuModel, m.kernel, runtime.Version())
 	fmt.Fprintf(&b, "load avg: %s at the start, %s at the end\n", m.loadStart, m.loadEnd)
 	fmt.Fprintf(&b, "binary:   %s (%s)\n", o.binary, oneLine(o.binaryVersion))
-	fmt.Fprintf(&b, "per column: 3 `retryring coordinator` processes on loopback, N lease clients (worker/leaseclient) in this process, one RSocket connection each, worker i in ring i mod N/10; steady %v, then kill -9 of the leader, then a rolling restart by SIGTERM (c3, c2, c1)\n\n", o.steady)
+	fmt.Fprintf(&b, "files:    %s\n", o.files)
+	fmt.Fprintf(&b, "per column: 3 `retryring coordinator` processes on loopback, N lease clients (worker/leaseclient) in this process, one RSocket connection each, worker i in ring i mod N/10; the join storm starts once the fresh cluster's first-assignment wait (its holder bound) is over; steady %v, then kill -9 of the leader, then a rolling restart by SIGTERM (c3, c2, c1)\n\n", o.steady)
 
 	head := []string{""}
 	for _, r := range rs {
@@ -92,7 +93,7 @@ func render(m machine, o options, rs []*result) string {
 	row("**leases that ran out before the new leader's first element**", kill(func(f *faultResult) string {
 		return fmt.Sprintf("**%d of %d** (longest lapse %s)", f.report.RanOut, f.report.Members, secs(f.report.LongestLapse))
 	}))
-	row("every worker renewed again after (p50)", kill(renewed))
+	row("every worker renewed again after", kill(renewed))
 	row("rings whose membership changed / workers with a new assignment", kill(func(f *faultResult) string {
 		return fmt.Sprintf("%d / %d (leases: %d / %d)", f.ringsChanged, f.membersReassigned, f.report.RingsChanged, f.report.NewAssignment)
 	}))
