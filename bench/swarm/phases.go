@@ -138,7 +138,10 @@ func (b *bench) joinStorm(ctx context.Context) error {
 	}
 	smp := sample(leader.Pid(), samplePeriod)
 	start := time.Now()
-	b.s.Start(ctx)
+	if err := b.s.Start(ctx); err != nil {
+		smp.finish()
+		return err
+	}
 	settled, rings, why := b.waitSettled(ctx)
 	b.r.joinUsage = smp.finish()
 	b.r.joinRings = rings

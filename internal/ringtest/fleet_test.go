@@ -64,7 +64,9 @@ func TestFailoverWithHundredClientsChangesNoAssignment(t *testing.T) {
 		}
 	}
 	c.mu.Unlock()
-	s.Start(context.Background())
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	// Registered after NewCluster, so it runs before the cluster's Close and its leak check.
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {

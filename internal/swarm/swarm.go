@@ -31,6 +31,8 @@ var (
 	ErrInvalidConfig = errors.New("swarm: invalid config")
 	// ErrStuck means a member's Run did not return within the stop bound after Close cancelled it.
 	ErrStuck = errors.New("swarm: a lease client did not stop")
+	// ErrStarted means Start was called a second time.
+	ErrStarted = errors.New("swarm: already started")
 )
 
 // Config configures a Swarm. Zero values mean the defaults.
@@ -44,7 +46,8 @@ type Config struct {
 	// Coordinators are the RSocket addresses every client is given. Required.
 	Coordinators []string
 	// LogWriter, if set, receives every log line of every client (JSON, one per line) besides the
-	// swarm's own counting of them.
+	// swarm's own counting of them; the clients write from many goroutines, one line per Write
+	// (an *os.File will do).
 	LogWriter io.Writer
 	// Client, if set, adjusts each client's configuration before it is created (backoff, keepalive).
 	// It must not replace OnElement: that is how the swarm records.
@@ -102,6 +105,14 @@ type Member struct {
 // Client is the member's lease client.
 func (m *Member) Client() *leaseclient.Client { return m.client }
 
+// RunErr is what the client's Run returned (nil while it runs, and after Close: Run returns nil
+// or the cancelled context's error then).
+func (m *Member) RunErr() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runErr
+}
+
 func (m *Member) record(e leaseclient.Element) {
 	in := Install{
 		At: e.Received, End: e.Lease.ExpiresAt(), ValidFrom: e.Lease.ValidFrom,
@@ -120,8 +131,9 @@ type Swarm struct {
 	rings   []lease.RingKey
 	members []*Member
 	logs    *logCounter
-	cancel  context.CancelFunc
 
+	startMu   sync.Mutex // orders Start and Close
+	cancel    context.CancelFunc
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -154,8 +166,14 @@ func New(cfg Config) (*Swarm, error) {
 	return s, nil
 }
 
-// Start runs every client at once (a join storm); they run until Close or until ctx ends.
-func (s *Swarm) Start(ctx context.Context) {
+// Start runs every client at once (a join storm); they run until Close or until ctx ends. It can
+// be called once.
+func (s *Swarm) Start(ctx context.Context) error {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	if s.cancel != nil {
+		return ErrStarted
+	}
 	ctx, s.cancel = context.WithCancel(ctx)
 	for _, m := range s.members {
 		go func() {
@@ -169,12 +187,15 @@ func (s *Swarm) Start(ctx context.Context) {
 			m.mu.Unlock()
 		}()
 	}
+	return nil
 }
 
 // Close stops every client (as a crash would: no ring.leave, so that the coordinators see what a
 // fleet dying at once looks like) and waits, at most Config.StopWait, for each Run to return.
 func (s *Swarm) Close() error {
 	s.closeOnce.Do(func() {
+		s.startMu.Lock()
+		defer s.startMu.Unlock()
 		now := time.Now()
 		for _, m := range s.members {
 			m.mu.Lock()

@@ -2,6 +2,7 @@ package swarm_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -22,7 +23,9 @@ func TestSwarmOnARealCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start(context.Background())
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			t.Error(err)
@@ -70,7 +73,9 @@ func TestLogCountsFollowTheLeaseClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start(context.Background())
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
 		if err := s.Close(); err != nil {
 			t.Error(err)
@@ -82,6 +87,9 @@ func TestLogCountsFollowTheLeaseClient(t *testing.T) {
 			t.Fatalf("no ended session counted at %s: counters %+v", addr, s.Counters())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if err := s.Start(context.Background()); !errors.Is(err, swarm.ErrStarted) {
+		t.Errorf("a second Start: %v, want ErrStarted", err)
 	}
 	if h := s.History(); len(h.Members[0].Installs) != 0 {
 		t.Errorf("installs %v without a coordinator", h.Members[0].Installs)
