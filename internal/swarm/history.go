@@ -134,6 +134,7 @@ type Overlap struct {
 	Node0  bool
 }
 
+// String renders the overlap for a failure message or a report.
 func (o Overlap) String() string {
 	return fmt.Sprintf("ring %s: members %d and %d at %s share %v (node0 %t)", o.Ring, o.A, o.B,
 		o.At.Format("15:04:05.000000"), o.Ranges, o.Node0)
