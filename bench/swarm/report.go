@@ -91,7 +91,7 @@ func render(m machine, o options, rs []*result) string {
 	})
 	row("leader kill: new leader known after", kill(func(f *faultResult) string { return secs(f.electedIn) }))
 	row("**leases that ran out before the new leader's first element**", kill(func(f *faultResult) string {
-		return fmt.Sprintf("**%d of %d** (longest lapse %s)", f.report.RanOut, f.report.Members, secs(f.report.LongestLapse))
+		return fmt.Sprintf("**%d of %d** (%d with a lapse after the kill, longest %s)", f.report.RanOut, f.report.Members, f.report.Lapsed, secs(f.report.LongestLapse))
 	}))
 	row("every worker renewed again after", kill(renewed))
 	row("rings whose membership changed / workers with a new assignment", kill(func(f *faultResult) string {
