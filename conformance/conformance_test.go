@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,7 @@ var wantChecks = []string{
 	"first_lease_whole_ring",
 	"renewal_same_epoch",
 	"renewal_same_epoch",
+	"reconnect_rule",
 	"reconnect_same_incarnation",
 	"ring_view",
 	"controls_in_every_element",
@@ -100,13 +102,19 @@ func TestJSClientSpeaksTheDocumentedProtocol(t *testing.T) {
 	if follower == nil {
 		t.Fatal("the cluster has no follower")
 	}
-	t.Logf("leader %s at %s; the script is given follower %s at %s", leader.ID, leader.RSocketAddr(), follower.ID, follower.RSocketAddr())
+	// The script's address list (protocol.md 9): an address that refuses connections, then the
+	// follower. Whichever it starts at, it reaches the follower; when its connection to the leader
+	// is lost it must pass the refusing address by and come back through the follower.
+	refusing := refusingAddr(t)
+	t.Logf("leader %s at %s; the script is given follower %s at %s, and %s, which refuses connections",
+		leader.ID, leader.RSocketAddr(), follower.ID, follower.RSocketAddr(), refusing)
 
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, scriptName,
 		"--follower", follower.RSocketAddr(),
 		"--follower-http", follower.Node().HTTPAddr(),
+		"--coordinators", refusing+","+follower.RSocketAddr(),
 		"--renewal-ms", strconv.FormatInt(c.Options().Timing.Renewal.Milliseconds(), 10),
 		"--timeout-ms", strconv.FormatInt(scriptOwnBound.Milliseconds(), 10),
 	)
@@ -185,6 +193,20 @@ func TestJSClientSpeaksTheDocumentedProtocol(t *testing.T) {
 			t.Logf("note: the leader changed during the run, from %s to %s", leader.ID, now.ID)
 		}
 	}
+}
+
+// refusingAddr is a loopback address nothing listens on.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }
 
 // requireNode returns the path of node and fails the test (never skips it) when node or the

@@ -5,13 +5,18 @@
 // (internal/ringtest), with the product's default lease timing.
 //
 // The script holds one scripted conversation and is given a follower's addresses only (RSocket,
-// and admin HTTP for the flow controls):
+// and admin HTTP for the flow controls), and an address list of a port that refuses connections
+// and the follower:
 //   - its routing metadata is byte for byte the table of the document;
-//   - the follower answers ring.view and ring.leases with not_leader, and the script follows the
-//     redirect; malformed SETUPs are refused with bad_setup;
+//   - it connects and reconnects by the rule of the document's section 9 (its own DialPlan): a
+//     refusing address is passed by for the next one; the follower answers ring.view and
+//     ring.leases with not_leader, and the script follows the redirect at once; malformed SETUPs
+//     are refused with bad_setup;
 //   - alone on its ring, a worker gets the whole ring as Node-0, keeps one element of demand
-//     outstanding and receives renewals of the same epoch, each with renewal_ms; it reconnects
-//     with the same incarnation and keeps its epoch and ranges; ring.view agrees with its lease;
+//     outstanding and receives renewals of the same epoch, each with renewal_ms; when its
+//     connection is lost while it holds its lease it retries at once at the next address, passes
+//     the refusing one by after 50–150 ms, comes back through the follower's redirect, and keeps
+//     its incarnation, epoch and ranges; ring.view agrees with its lease;
 //   - it announced "controls": every element carries them; a pause, a rate limit and a resume
 //     set through the follower's admin API (which passes them on to the leader) reach it in the
 //     first element sent after each commit, the limit as its part (all of it, alone); a rate of

@@ -45,8 +45,11 @@ type Config struct {
 	// WriteTimeout bounds one write to a worker connection; a worker that does not read is
 	// disconnected. Default 2s.
 	WriteTimeout time.Duration
-	// ReconnectGrace is how long a new leader waits, past its election and one SilenceTimeout,
-	// for the members of the replicated state to reconnect before it commits them down. Default 2s.
+	// ReconnectGrace is how long a new leader waits at least, past its election and one
+	// SilenceTimeout, for the members of the replicated state to reconnect before it commits them
+	// down; it also waits until their last lease from an earlier leader may have ended (election
+	// + LeaderLeaseTimeout + the longest committed holder bound), so that a failover alone changes
+	// no assignment. Default 2s.
 	ReconnectGrace time.Duration
 	// ApplyTimeout bounds how long a Raft command may wait to be enqueued. Default 2s.
 	ApplyTimeout time.Duration
@@ -92,6 +95,10 @@ type Config struct {
 	// fsmVersion, when set, makes the node run and register an older FSM version than its
 	// build's (fsm.NewAt): a node of an older release, for tests of a rolling upgrade.
 	fsmVersion int
+	// sinceContact, when set, replaces time.Since in a follower's check of its last contact with
+	// the leader (leaderErr): a test moves it past the election timeout at once instead of waiting
+	// for Raft, whose LastContact is on the process clock, to get there.
+	sinceContact func(time.Time) time.Duration
 }
 
 // Defaults of Config.

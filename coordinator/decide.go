@@ -22,9 +22,9 @@ type termTimes struct {
 	// longest timing committed to the state (TimingState.Longest), at least holderBound. A
 	// rolling restart onto a shorter TTL thus never expires a lease of the longer one early.
 	inheritedBound time.Duration
-	// downAfter is when members without a connection to this leader are committed down:
-	// electedAt + SilenceTimeout + ReconnectGrace, the time workers get to find the new leader.
-	downAfter time.Time
+	// graceEnd is electedAt + SilenceTimeout + ReconnectGrace: the least time workers get to find
+	// the new leader (downAfter).
+	graceEnd time.Time
 }
 
 // holdsAliveUntil is the earliest instant at which a new leader may expire anything: it does not
@@ -32,6 +32,21 @@ type termTimes struct {
 // under a timing no longer than the longest committed one.
 func (t termTimes) holdsAliveUntil() time.Time {
 	return t.electedAt.Add(t.leaderLease).Add(t.inheritedBound)
+}
+
+// downAfter is when a committed member that has not come back to this leader is committed down:
+// once its last lease, sent by an earlier leader, may have ended (holdsAliveUntil), and not before
+// the reconnect grace ends. Why not at graceEnd alone: a member still holding a valid lease is at
+// work, merely looking for the new leader (with the default TTL of 10 s its lease outlives a
+// 2.75 s grace by seconds); downing it would rebalance its ring under every member, and a failover
+// alone must change no assignment. Waiting costs no coverage: its tokens could not move before
+// holdsAliveUntil anyway. It is a method, not a field, because inheritedBound is settled after
+// the barrier (leaderTerm.settleTiming).
+func (t termTimes) downAfter() time.Time {
+	if h := t.holdsAliveUntil(); h.After(t.graceEnd) {
+		return h
+	}
+	return t.graceEnd
 }
 
 // decideRetire lowers the longest committed timing to the leader's own once no lease sent under
@@ -73,7 +88,8 @@ type ringDecisions struct {
 //   - a streaming connection whose member is missing or inactive joins (the same incarnation
 //     continues what it holds; a new one supersedes the old);
 //   - an active member with no live connection is down at once if it was connected during this
-//     term, otherwise once downAfter has passed (it may still be looking for the new leader);
+//     term, otherwise once downAfter has passed: it may still be looking for the new leader with a
+//     valid lease from an earlier one, and a failover alone changes no assignment;
 //   - a pending hold expires once now is past both holdsAliveUntil and the latest send of any
 //     epoch up to the hold's plus the holder bound. One Expire per member, up to the highest
 //     epoch that is due: sent epochs only grow, so due holds are the member's oldest.
@@ -104,10 +120,10 @@ func decideRing(now time.Time, tt termTimes, ringID string, r *fsm.Ring, conns m
 		if !mm.Active || conns[m].live {
 			continue
 		}
-		if seen[m] || !now.Before(tt.downAfter) {
+		if seen[m] || !now.Before(tt.downAfter()) {
 			d.downs = append(d.downs, fsm.Down{Ring: r.Key, WorkerID: mm.WorkerID, Incarnation: mm.Incarnation})
 		} else {
-			later(tt.downAfter)
+			later(tt.downAfter())
 		}
 	}
 

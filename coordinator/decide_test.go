@@ -16,7 +16,7 @@ func testTimes() termTimes {
 		leaderLease:    250 * time.Millisecond,
 		holderBound:    testTiming.HolderBound(),
 		inheritedBound: testTiming.HolderBound(),
-		downAfter:      t0.Add(750 * time.Millisecond).Add(2 * time.Second),
+		graceEnd:       t0.Add(750 * time.Millisecond).Add(2 * time.Second),
 	}
 }
 
@@ -95,21 +95,47 @@ func TestDecideDownWaitsForTheReconnectGraceUnlessSeen(t *testing.T) {
 	tt := testTimes()
 	conns := live(mid("a"))
 	d := decide(s, t0.Add(time.Second), tt, conns, nil, noSends)
-	if len(d.downs) != 0 || !d.wake.Equal(tt.downAfter) {
+	if len(d.downs) != 0 || !d.wake.Equal(tt.downAfter()) {
 		t.Fatalf("b has not had its grace yet: downs %+v wake %v", d.downs, d.wake)
 	}
 	d = decide(s, t0.Add(time.Second), tt, conns, map[memberID]bool{mid("b"): true}, noSends)
 	if len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
 		t.Fatalf("b was connected during this term and is gone: downs %+v", d.downs)
 	}
-	d = decide(s, tt.downAfter, tt, conns, nil, noSends)
+	d = decide(s, tt.downAfter(), tt, conns, nil, noSends)
 	if len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
 		t.Fatalf("past the grace: downs %+v", d.downs)
 	}
 	ended := live(mid("a"))
 	ended[mid("b")] = connState{ring: testRing} // stream ended, connection open
-	if d := decide(s, tt.downAfter, tt, ended, nil, noSends); len(d.downs) != 1 {
+	if d := decide(s, tt.downAfter(), tt, ended, nil, noSends); len(d.downs) != 1 {
 		t.Fatalf("a member whose stream ended is down: %+v", d.downs)
+	}
+}
+
+// TestDecideDownWaitsForTheOldLeadersLastLease: past the reconnect grace, a member that has not
+// come back to the new leader may still be at work on a lease of the old one, which may last until
+// holdsAliveUntil (here, under a longer committed timing, well past the grace): it is not down
+// before then. One that came back during this term and dropped again is down at once.
+func TestDecideDownWaitsForTheOldLeadersLastLease(t *testing.T) {
+	s := twoMembers(t)
+	tt := testTimes()
+	tt.inheritedBound = lease.Timing{TTL: 10 * time.Second}.HolderBound()
+	lastLease := tt.electedAt.Add(tt.leaderLease).Add(tt.inheritedBound)
+	if !lastLease.After(tt.graceEnd) || !tt.downAfter().Equal(lastLease) {
+		t.Fatalf("down after %v, want the old leader's last lease's end %v, past the grace %v", tt.downAfter(), lastLease, tt.graceEnd)
+	}
+	conns := live(mid("a"))
+	for _, now := range []time.Time{tt.graceEnd, lastLease.Add(-time.Nanosecond)} {
+		if d := decide(s, now, tt, conns, nil, noSends); len(d.downs) != 0 || !d.wake.Equal(lastLease) {
+			t.Fatalf("at %v b may still hold a lease of the old leader: downs %+v, wake %v", now.Sub(t0), d.downs, d.wake)
+		}
+	}
+	if d := decide(s, lastLease, tt, conns, nil, noSends); len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
+		t.Fatalf("once its last lease may have ended, b is down: %+v", d.downs)
+	}
+	if d := decide(s, tt.electedAt.Add(time.Second), tt, conns, map[memberID]bool{mid("b"): true}, noSends); len(d.downs) != 1 {
+		t.Fatalf("b came back in this term and dropped: down at once, got %+v", d.downs)
 	}
 }
 

@@ -3,15 +3,18 @@
 // workers, failure detection of those workers, and the admin HTTP endpoints.
 //
 // Every node accepts worker connections; only the leader answers them. A follower answers every
-// request with not_leader (and the leader's RSocket address, learned from the replicated state) or
-// no_leader. The leader turns what it sees into Raft commands and streams what was committed:
+// request with not_leader (and the leader's RSocket address, learned from the replicated state)
+// while it hears from the leader within the election timeout, else with no_leader at once,
+// listing the coordinators it knows. The leader turns what it sees into Raft commands and streams
+// what was committed:
 //
 //	elected, barrier passed         -> commit fsm.CommitTiming (its lease timing), then send
 //	worker subscribes ring.leases   -> commit fsm.Join
 //	fsm.Plan gives new assignments  -> commit fsm.Assign, then push the new lease at once
 //	renewal tick                    -> VerifyLeader, then answer outstanding demand (no Raft write)
 //	ring.release / ring.leave       -> commit fsm.Release / fsm.Leave, then plan again
-//	connection closed or silent     -> commit fsm.Down
+//	connection closed or silent     -> commit fsm.Down (a member that has not come back to a new
+//	                                   leader: once its last lease from an earlier one may have ended)
 //	hold no longer possibly in use  -> commit fsm.Expire, then plan again
 //	longest timing waited out       -> commit fsm.RetireTiming
 //	operator pause, resume, limit   -> commit fsm.Pause / Resume / Limit, then answer demand at once
@@ -45,6 +48,7 @@
 // version that knows it; a node whose FSM halted at an entry it does not know is not ready and
 // does not lead.
 //
-// Time that decides anything comes from Config.Clock; the pure decisions (which holds may expire,
+// Time that decides anything comes from Config.Clock (but a follower's check of its last contact
+// with the leader, which reads Raft's process clock); the pure decisions (which holds may expire,
 // which members are down) live in decide.go and are tested on a manual clock.
 package coordinator

@@ -2,10 +2,13 @@ package coordinator
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -89,7 +92,7 @@ func TestKilledLeaderIsReplacedWithoutChangingEpochs(t *testing.T) {
 		t.Fatal("the new leader lost its term")
 	}
 	term.mu.Lock()
-	downAfter := term.times.downAfter
+	downAfter := term.times.downAfter()
 	term.mu.Unlock()
 	eventually(t, 10*time.Second, "the reconnect grace to pass", func() bool { return time.Now().After(downAfter.Add(timing.Renewal)) })
 	for _, tc := range []struct {
@@ -101,6 +104,106 @@ func TestKilledLeaderIsReplacedWithoutChangingEpochs(t *testing.T) {
 		}
 	}
 	checkExclusive(t, a, b)
+}
+
+// ringState reads testRing from n's committed state: its generation and its members' epochs,
+// node indexes and ranges, by worker id.
+func ringState(n *Node) (generation uint64, members map[string]string) {
+	members = map[string]string{}
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		r := s.Ring(testRing)
+		if r == nil {
+			return
+		}
+		generation = r.Generation
+		for _, m := range r.SortedMembers() {
+			members[m.WorkerID] = fmt.Sprintf("active %v epoch %d node %d %v", m.Active, m.Epoch, m.NodeIndex, m.Ranges)
+		}
+	})
+	return generation, members
+}
+
+// TestFailoverAloneChangesNoAssignment is issue 11's second item on a real cluster: the leader is
+// killed, two workers find the new leader at once, and two are held back until the new leader's
+// reconnect grace is over (it is short here, 100 ms) but while the leases the old leader sent them
+// may still be in use. The new leader commits no Down (the ring's generation stays), no
+// assignment changes, and every worker is renewed by it with the epoch it held.
+func TestFailoverAloneChangesNoAssignment(t *testing.T) {
+	timing := lease.Timing{TTL: 3 * time.Second, Renewal: 500 * time.Millisecond}
+	c := newCluster(t, 3, func(_ int, cfg *Config) {
+		cfg.Timing, cfg.ReconnectGrace = timing, 100*time.Millisecond
+	})
+	leader := c.leader()
+	addrs := c.rsocketAddrs()
+	gate := make(chan struct{})
+	var workers []*testWorker
+	for i := range 4 {
+		w := newTestWorker(t, fmt.Sprintf("w%d", i), addrs...)
+		if i >= 2 {
+			w.reconnectGate = gate
+		}
+		workers = append(workers, w.start())
+	}
+	eventually(t, 15*time.Second, "the ring settled among the four", func() bool {
+		r, ok := leader.View().Ring(testRing)
+		if !ok || len(r.Members) != 4 {
+			return false
+		}
+		for _, w := range workers {
+			g, ok := w.latest()
+			if !ok || g.lease.NodeCount != 4 || len(g.lease.Ranges) == 0 {
+				return false
+			}
+		}
+		var rr *fsm.Ring
+		leader.fsm.View(func(s *fsm.State, _ uint64) { rr = s.Ring(testRing).Clone() })
+		return rr.Settled()
+	})
+	genBefore, before := ringState(leader)
+	epochs := map[string]uint64{}
+	for _, w := range workers {
+		g, _ := w.latest()
+		epochs[w.id] = g.lease.Epoch
+	}
+
+	leader.Kill()
+	next := c.leader()
+	term := next.currentTerm()
+	if term == nil {
+		t.Fatal("the new leader lost its term")
+	}
+	term.mu.Lock()
+	times := term.times
+	term.mu.Unlock()
+	if !times.holdsAliveUntil().After(times.graceEnd.Add(time.Second)) {
+		t.Fatalf("the test needs the old leases to outlast the grace: grace ends %v, leases may last until %v",
+			times.graceEnd, times.holdsAliveUntil())
+	}
+	// Past the grace, before the old leases may have ended, the held-back workers come back.
+	eventually(t, 10*time.Second, "the reconnect grace to pass", func() bool {
+		return time.Now().After(times.graceEnd.Add(200 * time.Millisecond))
+	})
+	close(gate)
+	for _, w := range workers {
+		eventually(t, 10*time.Second, w.id+" renewed by the new leader", func() bool {
+			g, ok := w.latest()
+			return ok && g.via == next.RSocketAddr()
+		})
+	}
+	// Past the time the new leader would down a member that had not come back, nothing moved.
+	eventually(t, 10*time.Second, "the old leases' bound to pass", func() bool {
+		return time.Now().After(times.downAfter().Add(timing.Renewal))
+	})
+	genAfter, after := ringState(next)
+	if genAfter != genBefore || !reflect.DeepEqual(after, before) {
+		t.Errorf("the failover changed the ring: generation %d, was %d\nnow:    %v\nbefore: %v", genAfter, genBefore, after, before)
+	}
+	for _, w := range workers {
+		if g, _ := w.latest(); g.lease.Epoch != epochs[w.id] || g.via != next.RSocketAddr() {
+			t.Errorf("%s: epoch %d from %s after the failover, epoch %d before", w.id, g.lease.Epoch, g.via, epochs[w.id])
+		}
+	}
+	checkExclusive(t, workers...)
 }
 
 // TestGracefulCloseThenQuorumLoss: Close hands leadership over (workers keep their epochs); once

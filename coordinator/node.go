@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,19 +292,55 @@ func (n *Node) redirect() error {
 	return n.leaderErr()
 }
 
-// leaderErr is the error a follower answers with: not_leader with the leader's id and RSocket
-// address, or no_leader when it knows no leader whose address it could give.
+// leaderErr is the error a follower answers with: not_leader naming the leader, or no_leader when
+// it knows no leader whose address it could give. Why the contact check: Raft goes on naming a
+// leader that died until this node's heartbeat timer notices, up to twice the heartbeat timeout
+// after the last contact, and every worker sent there meanwhile dials a dead node and backs off.
+// So a leader this node has not heard from within the election timeout is not named: no_leader
+// comes at once instead, listing the coordinators this node knows (knownCoordinators), so that a
+// client tries the next of them, not the dead address again (protocol.md section 9.1).
 func (n *Node) leaderErr() error {
 	id, addr := n.Leader()
+	noLeader := func(format string, args ...any) error {
+		return &lease.WireError{Code: lease.CodeNoLeader, Message: fmt.Sprintf(format, args...), Coordinators: n.knownCoordinators()}
+	}
 	switch {
 	case id == "":
-		return &lease.WireError{Code: lease.CodeNoLeader, Message: "no leader known"}
+		return noLeader("no leader known")
 	case id == n.cfg.NodeID:
-		return &lease.WireError{Code: lease.CodeNoLeader, Message: "this node is taking or leaving the lead; retry"}
+		return noLeader("this node is taking or leaving the lead; retry")
 	case addr == "":
-		return &lease.WireError{Code: lease.CodeNoLeader, Message: fmt.Sprintf("leader %s has not registered its address yet", id)}
+		return noLeader("leader %s has not registered its address yet", id)
+	}
+	// LastContact is when this node last accepted an AppendEntries (a heartbeat included) or
+	// granted a vote, on the process clock.
+	sinceContact := time.Since
+	if n.cfg.sinceContact != nil {
+		sinceContact = n.cfg.sinceContact
+	}
+	if since := sinceContact(n.raft.LastContact()); since >= n.cfg.ElectionTimeout {
+		return noLeader("leader %s not heard from for %v (election timeout %v)", id, since.Round(time.Millisecond), n.cfg.ElectionTimeout)
 	}
 	return &lease.WireError{Code: lease.CodeNotLeader, LeaderID: id, LeaderRSocketAddr: addr}
+}
+
+// knownCoordinators lists the registered coordinators with a valid RSocket address, this one
+// included, sorted by id and at most lease.MaxWireCoordinators of them: what a client keeps of a
+// list (lease.FromWire), so that a bad registration costs no other entry.
+func (n *Node) knownCoordinators() []lease.WireCoordinator {
+	var out []lease.WireCoordinator
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		for id, c := range s.Coordinators {
+			if wc := (lease.WireCoordinator{ID: id, RSocketAddr: c.RSocketAddr}); wc.Validate() == nil {
+				out = append(out, wc)
+			}
+		}
+	})
+	slices.SortFunc(out, func(a, b lease.WireCoordinator) int { return strings.Compare(a.ID, b.ID) })
+	if len(out) > lease.MaxWireCoordinators {
+		out = out[:lease.MaxWireCoordinators]
+	}
+	return out
 }
 
 // watchLeadership starts a term when this node becomes leader and stops it when it no longer is.

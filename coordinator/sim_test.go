@@ -75,7 +75,7 @@ func (s *sim) newTerm(electedAt time.Time) {
 	s.tt = termTimes{
 		electedAt: electedAt, leaderLease: DefaultLeaderLeaseTimeout,
 		holderBound: own.HolderBound(), inheritedBound: max(own.HolderBound(), s.state.Timing.Longest.HolderBound()),
-		downAfter: electedAt.Add(DefaultSilenceTimeout).Add(DefaultReconnectGrace),
+		graceEnd: electedAt.Add(DefaultSilenceTimeout).Add(DefaultReconnectGrace),
 	}
 	s.sends, s.seen = newSendLog(), map[memberID]bool{}
 }
@@ -401,7 +401,7 @@ func runSim(t *rapid.T, s *sim) {
 	// of now and the moments a new term may first expire or down anything; what an earlier
 	// leader sent under a longer timing ends by holdsAliveUntil.
 	from := s.now
-	for _, t := range []time.Time{s.tt.electedAt.Add(s.tt.leaderLease), s.tt.downAfter} {
+	for _, t := range []time.Time{s.tt.electedAt.Add(s.tt.leaderLease), s.tt.downAfter()} {
 		if t.After(from) {
 			from = t
 		}

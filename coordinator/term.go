@@ -123,7 +123,7 @@ func (t *leaderTerm) barrier() bool {
 		leaderLease:    cfg.LeaderLeaseTimeout,
 		holderBound:    cfg.Timing.HolderBound(),
 		inheritedBound: cfg.Timing.HolderBound(),
-		downAfter:      now.Add(cfg.SilenceTimeout).Add(cfg.ReconnectGrace),
+		graceEnd:       now.Add(cfg.SilenceTimeout).Add(cfg.ReconnectGrace),
 	}
 	t.caughtUp = true
 	t.mu.Unlock()

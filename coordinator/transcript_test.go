@@ -130,10 +130,10 @@ func (s *sim) transcriptCommand(c transcript.Command) (string, error) {
 		}
 		if !timed {
 			return fmt.Sprintf("new leader elected at %s: it expires nothing before %s, and downs a member that has not subscribed to it at %s",
-				since(s.now), since(s.tt.holdsAliveUntil()), since(s.tt.downAfter)), nil
+				since(s.now), since(s.tt.holdsAliveUntil()), since(s.tt.downAfter())), nil
 		}
 		return fmt.Sprintf("%s elected at %s, running TTL %v (holder bound %v); it commits that timing, then bounds earlier leases by the longest committed (holder bound %v): it expires nothing before %s, and downs a member that has not subscribed to it at %s",
-			s.leader, since(s.now), s.timing.TTL, s.tt.holderBound, s.tt.inheritedBound, since(s.tt.holdsAliveUntil()), since(s.tt.downAfter)), nil
+			s.leader, since(s.now), s.timing.TTL, s.tt.holderBound, s.tt.inheritedBound, since(s.tt.holdsAliveUntil()), since(s.tt.downAfter())), nil
 	case "timing":
 		ts := s.state.Timing
 		return fmt.Sprintf("in force: %s\nlongest: %s", transcript.FormatTiming(ts.InForce), transcript.FormatTiming(ts.Longest)), nil

@@ -42,6 +42,9 @@ type testWorker struct {
 	noRelease bool
 	// noReconnect makes the worker stop when its first stream ends.
 	noReconnect bool
+	// reconnectGate, when set, holds the worker back after a stream ended, once it has received
+	// an element, until the gate is closed: a worker slow to find a new leader.
+	reconnectGate <-chan struct{}
 
 	mu       sync.Mutex
 	leaving  bool
@@ -247,7 +250,15 @@ func (w *testWorker) run() {
 		_ = client.Close()
 		w.mu.Lock()
 		w.client = nil
+		held := len(w.got) > 0
 		w.mu.Unlock()
+		if w.reconnectGate != nil && held {
+			select {
+			case <-w.reconnectGate:
+			case <-w.stop:
+				return
+			}
+		}
 		var we *lease.WireError
 		if errors.As(asWire(err), &we) && we.Code == lease.CodeNotLeader && we.LeaderRSocketAddr != "" {
 			addr = we.LeaderRSocketAddr

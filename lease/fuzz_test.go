@@ -74,6 +74,7 @@ func FuzzFromWire(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(`{"error":"not_leader","leader_id":"c2","leader_rsocket_addr":"127.0.0.1:7001"}`))
+	f.Add([]byte(`{"error":"no_leader","coordinators":[{"id":"c1","rsocket_addr":"127.0.0.1:7001"},{"id":"c2","rsocket_addr":"[::1]:7002"}]}`))
 	for _, g := range garbage {
 		if len(g) < 1000 {
 			f.Add([]byte(g))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"time"
 )
@@ -296,7 +297,7 @@ func (w WireLease) Decode(demandSent time.Time) (Lease, error) {
 // Code is one of these.
 const (
 	CodeNotLeader     = "not_leader"           // this coordinator is a follower; see leader_id and leader_rsocket_addr
-	CodeNoLeader      = "no_leader"            // no leader is known (election under way or quorum lost); retry with backoff
+	CodeNoLeader      = "no_leader"            // no live leader is known (election under way, quorum lost); try the next of coordinators
 	CodeBadRequest    = "bad_request"          // malformed JSON, missing field or wrong worker_id
 	CodeUnknownRoute  = "unknown_route"        // no such route
 	CodeBadSetup      = "bad_setup"            // SETUP data or MIME types refused
@@ -357,6 +358,63 @@ type WireError struct {
 	Message           string `json:"message,omitempty"`
 	LeaderID          string `json:"leader_id,omitempty"`
 	LeaderRSocketAddr string `json:"leader_rsocket_addr,omitempty"`
+	// Coordinators are the coordinators the answering node knows (no_leader from a coordinator
+	// node), sorted by id, at most MaxWireCoordinators: where a client goes next when it was told
+	// of no live leader, instead of dialling a dead node again.
+	Coordinators []WireCoordinator `json:"coordinators,omitempty"`
+}
+
+// WireCoordinator is one coordinator of an error's coordinators list: its node id and the
+// address workers connect to.
+type WireCoordinator struct {
+	ID          string `json:"id"`
+	RSocketAddr string `json:"rsocket_addr"`
+}
+
+// Bounds of an error body. A client reads error bodies from any node it dials, so what it keeps
+// from one is bounded: a Raft cluster has a handful of voters, node ids are at most 128 bytes
+// (the coordinator's own limit) and an address is a host and a port.
+const (
+	MaxWireErrorBytes   = 64 << 10
+	MaxWireCoordinators = 16
+	maxCoordinatorID    = 128
+	maxRSocketAddr      = 256
+)
+
+// Validate refuses an entry that names no node, or no host:port to dial. A client drops such an
+// entry, and a coordinator leaves it out of the lists it sends.
+func (c WireCoordinator) Validate() error {
+	if c.ID == "" || len(c.ID) > maxCoordinatorID {
+		return fmt.Errorf("%w: coordinator id of %d bytes, want 1 to %d", ErrBadRequest, len(c.ID), maxCoordinatorID)
+	}
+	if len(c.RSocketAddr) > maxRSocketAddr {
+		return fmt.Errorf("%w: rsocket_addr longer than %d bytes", ErrBadRequest, maxRSocketAddr)
+	}
+	if _, port, err := net.SplitHostPort(c.RSocketAddr); err != nil || port == "" {
+		return fmt.Errorf("%w: rsocket_addr %.64q is not host:port", ErrBadRequest, c.RSocketAddr)
+	}
+	return nil
+}
+
+// decodeCoordinators keeps the well-formed entries of a coordinators array, the first
+// MaxWireCoordinators of them. Anything else names nothing: the list is a hint of where to go
+// next, and a bad one must not cost the client the error's code.
+func decodeCoordinators(raw json.RawMessage) []WireCoordinator {
+	var items []json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &items) != nil {
+		return nil
+	}
+	var out []WireCoordinator
+	for _, it := range items {
+		var c WireCoordinator
+		if json.Unmarshal(it, &c) != nil || c.Validate() != nil {
+			continue
+		}
+		if out = append(out, c); len(out) == MaxWireCoordinators {
+			break
+		}
+	}
+	return out
 }
 
 func (e *WireError) Error() string {
@@ -393,12 +451,22 @@ func ToWire(err error) WireError {
 	return WireError{Code: CodeInternal, Message: err.Error()}
 }
 
-// FromWire parses an error body; text that is not a WireError becomes an ErrInternal.
+// FromWire parses an error body; text that is not a WireError becomes an ErrInternal, and so does
+// a body larger than MaxWireErrorBytes. Of coordinators it keeps the well-formed entries only
+// (decodeCoordinators). Unknown fields are ignored.
 func FromWire(data []byte) error {
-	var we WireError
-	if err := json.Unmarshal(data, &we); err != nil || we.Code == "" {
+	if len(data) > MaxWireErrorBytes {
+		return fmt.Errorf("%w: error body of %d bytes, at most %d: %q", ErrInternal, len(data), MaxWireErrorBytes, truncate(data, 200))
+	}
+	var body struct {
+		WireError
+		Coordinators json.RawMessage `json:"coordinators"` // shadows WireError's, decoded below
+	}
+	if err := json.Unmarshal(data, &body); err != nil || body.Code == "" {
 		return fmt.Errorf("%w: unparseable error %q", ErrInternal, truncate(data, 200))
 	}
+	we := body.WireError
+	we.Coordinators = decodeCoordinators(body.Coordinators)
 	return &we
 }
 

@@ -215,7 +215,7 @@ func TestWireErrorsMapBothWays(t *testing.T) {
 func TestNotLeaderCarriesTheLeader(t *testing.T) {
 	sent := &lease.WireError{Code: lease.CodeNotLeader, LeaderID: "c2", LeaderRSocketAddr: "10.0.0.2:7000"}
 	we := lease.ToWire(fmt.Errorf("ring.leases: %w", sent))
-	if we != *sent {
+	if !reflect.DeepEqual(we, *sent) {
 		t.Fatalf("ToWire dropped the leader: %+v", we)
 	}
 	data, _ := json.Marshal(we)
@@ -231,6 +231,85 @@ func TestNotLeaderCarriesTheLeader(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "c2") {
 		t.Fatalf("message %q does not name the leader", err.Error())
+	}
+}
+
+// TestNoLeaderCarriesTheCoordinators: the coordinators list goes out and comes back whole, in the
+// JSON shape protocol.md section 8 documents.
+func TestNoLeaderCarriesTheCoordinators(t *testing.T) {
+	sent := &lease.WireError{Code: lease.CodeNoLeader, Message: "no live leader known", Coordinators: []lease.WireCoordinator{
+		{ID: "c1", RSocketAddr: "10.0.0.1:7878"}, {ID: "c2", RSocketAddr: "[fd00::2]:7878"},
+	}}
+	data, err := json.Marshal(lease.ToWire(fmt.Errorf("ring.leases: %w", sent)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"error":"no_leader","message":"no live leader known","coordinators":[{"id":"c1","rsocket_addr":"10.0.0.1:7878"},{"id":"c2","rsocket_addr":"[fd00::2]:7878"}]}`
+	if string(data) != want {
+		t.Fatalf("no_leader encodes as %s, want %s", data, want)
+	}
+	back := lease.FromWire(data)
+	onlySentinel(t, "no_leader", back, lease.ErrNoLeader)
+	var got *lease.WireError
+	if !errors.As(back, &got) || !reflect.DeepEqual(got, sent) {
+		t.Fatalf("FromWire(%s) = %#v, want %#v", data, back, sent)
+	}
+	// Fields a newer coordinator may add are ignored, in the body and in an entry.
+	back = lease.FromWire([]byte(`{"error":"not_leader","leader_id":"c2","leader_rsocket_addr":"h:1","later":1,"coordinators":[{"id":"c2","rsocket_addr":"h:1","http_addr":"h:2"}]}`))
+	if !errors.As(back, &got) || got.Code != lease.CodeNotLeader || len(got.Coordinators) != 1 || got.Coordinators[0] != (lease.WireCoordinator{ID: "c2", RSocketAddr: "h:1"}) {
+		t.Fatalf("unknown fields broke the decoding: %#v", back)
+	}
+}
+
+// TestFromWireKeepsOnlyWellFormedCoordinators: a client dials what a coordinators list names, so
+// it keeps only entries with an id and a host:port address within their bounds, the first 16; a
+// list of any other shape names nothing, and never costs the body its code. An oversized body is
+// not an error body at all.
+func TestFromWireKeepsOnlyWellFormedCoordinators(t *testing.T) {
+	entry := func(id, addr string) string { return `{"id":"` + id + `","rsocket_addr":"` + addr + `"}` }
+	good := entry("c1", "127.0.0.1:7878")
+	var many []string
+	for i := range lease.MaxWireCoordinators + 4 {
+		many = append(many, entry(fmt.Sprint("n", i), fmt.Sprintf("10.0.0.%d:7878", i)))
+	}
+	for _, tc := range []struct {
+		name, list string
+		want       int // entries kept
+	}{
+		{"one good", "[" + good + "]", 1},
+		{"too many: the first 16", "[" + strings.Join(many, ",") + "]", lease.MaxWireCoordinators},
+		{"no id", `[{"rsocket_addr":"127.0.0.1:7878"},` + good + `]`, 1},
+		{"long id", "[" + entry(strings.Repeat("c", 129), "127.0.0.1:7878") + "," + good + "]", 1},
+		{"no address", `[{"id":"c1"},` + good + `]`, 1},
+		{"no port", "[" + entry("c1", "127.0.0.1") + "," + entry("c2", "127.0.0.1:") + "," + good + "]", 1},
+		{"long address", "[" + entry("c1", strings.Repeat("h", 300)+":1") + "," + good + "]", 1},
+		{"a number id", `[{"id":1,"rsocket_addr":"127.0.0.1:7878"},` + good + `]`, 1},
+		{"not objects", `["127.0.0.1:7878",2,null,` + good + `]`, 1},
+		{"not an array", good, 0},
+		{"a string", `"c1"`, 0},
+		{"null", "null", 0},
+	} {
+		err := lease.FromWire([]byte(`{"error":"no_leader","message":"m","coordinators":` + tc.list + `}`))
+		onlySentinel(t, tc.name, err, lease.ErrNoLeader)
+		var we *lease.WireError
+		if !errors.As(err, &we) || we.Code != lease.CodeNoLeader || we.Message != "m" {
+			t.Errorf("%s: FromWire = %#v, want no_leader with its message", tc.name, err)
+			continue
+		}
+		if len(we.Coordinators) != tc.want {
+			t.Errorf("%s: kept %+v, want %d entries", tc.name, we.Coordinators, tc.want)
+		}
+		for _, c := range we.Coordinators {
+			if c.Validate() != nil {
+				t.Errorf("%s: kept a bad entry %+v", tc.name, c)
+			}
+		}
+	}
+	oversized := `{"error":"no_leader","message":"` + strings.Repeat("m", lease.MaxWireErrorBytes) + `"}`
+	err := lease.FromWire([]byte(oversized))
+	onlySentinel(t, "oversized body", err, lease.ErrInternal)
+	if len(err.Error()) > 400 {
+		t.Errorf("oversized body: message of %d bytes", len(err.Error()))
 	}
 }
 

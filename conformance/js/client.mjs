@@ -7,14 +7,16 @@
 // status 1; a run whose every check passed exits 0.
 //
 // Usage:
-//   node client.mjs --follower HOST:PORT --follower-http HOST:PORT [--renewal-ms 1000]
-//                   [--keepalive-ms 200] [--timeout-ms 45000]
+//   node client.mjs --follower HOST:PORT --follower-http HOST:PORT [--coordinators HOST:PORT,...]
+//                   [--renewal-ms 1000] [--keepalive-ms 200] [--timeout-ms 45000]
 //
 // Every flag also reads an environment variable: RETRYRING_FOLLOWER, RETRYRING_FOLLOWER_HTTP,
-// RETRYRING_RENEWAL_MS, RETRYRING_KEEPALIVE_MS, RETRYRING_TIMEOUT_MS. The client is given a
-// follower's addresses only (RSocket, and admin HTTP for the flow controls of protocol.md 7.4): it
-// must find the leader by following the not_leader redirect, as any worker would, and the
-// follower must pass its admin calls on to the leader.
+// RETRYRING_COORDINATORS, RETRYRING_RENEWAL_MS, RETRYRING_KEEPALIVE_MS, RETRYRING_TIMEOUT_MS. The
+// client is given a follower's addresses only (RSocket, and admin HTTP for the flow controls of
+// protocol.md 7.4): it must find the leader by following the not_leader redirect, as any worker
+// would, and the follower must pass its admin calls on to the leader. --coordinators is its
+// address list for connecting and reconnecting (protocol.md 9; default: the follower alone); it
+// must hold the follower and nothing that leads, and may hold addresses that refuse connections.
 
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -78,6 +80,7 @@ function millis(name, env, fallback, max) {
 const opts = {
   follower: option('follower', 'RETRYRING_FOLLOWER', ''),
   followerHttp: option('follower-http', 'RETRYRING_FOLLOWER_HTTP', ''),
+  coordinators: option('coordinators', 'RETRYRING_COORDINATORS', ''),
   renewalMs: millis('renewal-ms', 'RETRYRING_RENEWAL_MS', '1000', 60000),
   // protocol.md section 3: at most 200 ms between KEEPALIVE frames.
   keepAliveMs: millis('keepalive-ms', 'RETRYRING_KEEPALIVE_MS', '200', 200),
@@ -167,6 +170,87 @@ function parseAddr(addr) {
     host = host.slice(1, -1);
   }
   return { host, port: Number(addr.slice(i + 1)) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reconnecting: protocol.md section 9
+
+// HOST_PORT is what an address of the list must look like (protocol.md 9.1, rule 4).
+const HOST_PORT = /^.+:[0-9]{1,5}$/;
+
+// DialPlan is the reconnect rule of protocol.md section 9: where the next connection attempt goes
+// and how long to wait before it. It only decides; the caller connects, and tells it how each
+// attempt ended and whether the worker still holds a usable lease.
+class DialPlan {
+  constructor(configured, random = Math.random) {
+    this.configured = configured.slice();
+    this.learned = []; // from the last no_leader that named coordinators (9.1, rule 4)
+    this.random = random;
+    this.pos = Math.floor(random() * this.configured.length); // the list address tried last
+    this.redirects = 0; // not_leader followed in a row without an element (9.1, rule 2)
+    this.retries = 0; // retries while holding a usable lease since the last element (9.2)
+    this.n = 0; // paced attempts without a usable lease since the last element or the lease's end
+  }
+
+  list() {
+    return [...this.configured, ...this.learned];
+  }
+
+  first() {
+    return this.list()[this.pos];
+  }
+
+  // next takes how the attempt at addr ended — body: the error body (parsed JSON) or null for a
+  // refused or lost connection; gotElement: whether an element arrived on it; holding: whether the
+  // worker holds a usable lease now — and returns {addr, delayMs, redirect}.
+  next({ addr, body, gotElement, holding }) {
+    if (gotElement) {
+      this.redirects = 0;
+      this.retries = 0;
+      this.n = 0;
+    }
+    const at = this.list().indexOf(addr);
+    if (at >= 0) {
+      this.pos = at;
+    }
+    const code = body !== null && typeof body === 'object' ? body.error : undefined;
+    const leader = code === 'not_leader' ? body.leader_rsocket_addr : undefined;
+    if (typeof leader === 'string' && leader !== '' && this.redirects < 4) {
+      this.redirects++;
+      return { addr: leader, delayMs: 0, redirect: true };
+    }
+    this.redirects = 0;
+    if (code === 'no_leader' && Array.isArray(body.coordinators)) {
+      const learned = [];
+      for (const c of body.coordinators) {
+        const a = c !== null && typeof c === 'object' ? c.rsocket_addr : undefined;
+        if (learned.length < 16 && typeof a === 'string' && HOST_PORT.test(a) && !this.configured.includes(a) && !learned.includes(a)) {
+          learned.push(a);
+        }
+      }
+      if (learned.length > 0) {
+        this.learned = learned;
+        const again = this.list().indexOf(addr);
+        if (again >= 0) {
+          this.pos = again;
+        }
+      }
+    }
+    const list = this.list();
+    this.pos = (this.pos + 1) % list.length; // never the address that just failed
+    let delayMs;
+    if (['bad_setup', 'duplicate_connection', 'unauthorized'].includes(code)) {
+      delayMs = 2500 + this.random() * 2500;
+    } else if (holding) {
+      delayMs = this.retries === 0 ? 0 : 50 + this.random() * 100;
+      this.retries++;
+      this.n = 0;
+    } else {
+      delayMs = this.random() * Math.min(5000, 100 * 2 ** this.n);
+      this.n++;
+    }
+    return { addr: list[this.pos], delayMs, redirect: false };
+  }
 }
 
 // Worker is one worker process as far as the coordinator can tell: a worker_id, an incarnation
@@ -264,6 +348,13 @@ class Worker {
         },
       });
     });
+  }
+
+  // holdsUsableLease: the lease installed last ends (D + ttl_ms) in the future on this process's
+  // monotonic clock (protocol.md 9.2).
+  holdsUsableLease() {
+    const last = this.installed[this.installed.length - 1];
+    return last !== undefined && now() < last.demandAt + last.lease.ttl_ms;
   }
 
   // leases subscribes ring.leases and keeps one element of demand outstanding.
@@ -588,31 +679,76 @@ function firstElement(stream, timeoutMs) {
   return async () => (await stream.next(timeoutMs)).lease;
 }
 
-// findLeader connects w to the follower, expects not_leader on every request, and follows the
-// redirect (protocol.md sections 4, 8 and 9). not_leader without an address means no_leader: back
-// off and ask again, as a worker would.
-async function findLeader(w) {
+// findLeader connects w through its address list (protocol.md 9), expects not_leader from the
+// follower on every request, and follows the redirect (sections 4, 8 and 9). An address that
+// refuses the connection is passed by for the next one; not_leader without an address means
+// no_leader: the plan paces the next attempt, as it would for a worker.
+async function findLeader(w, plan) {
   const deadline = now() + 10000;
   let noLeader = 0;
-  for (let attempt = 0; now() < deadline; attempt++) {
-    await w.connect(opts.follower);
+  const refused = [];
+  let next = { addr: plan.first(), delayMs: 0 };
+  while (now() < deadline) {
+    await sleep(next.delayMs);
+    const addr = next.addr;
+    try {
+      await w.connect(addr);
+    } catch (err) {
+      refused.push(addr);
+      next = plan.next({ addr, body: null, gotElement: false, holding: false });
+      continue;
+    }
     let check = 'follower_view_not_leader';
+    expect(check, addr === opts.follower, `connected to ${addr}, which is not the follower ${opts.follower}: --coordinators may list the follower and refusing addresses only`);
     const viewErr = await expectRedirect(check, () => w.requestResponse('ring.view', {}));
     check = 'follower_redirects_to_leader';
     const err = await expectRedirect(check, firstElement(w.leases(), 5000));
     w.close();
+    next = plan.next({ addr, body: err, gotElement: false, holding: false });
     if (viewErr.leader_rsocket_addr && err.leader_rsocket_addr) {
       pass('follower_view_not_leader', { data: viewErr });
       expect(check, err.leader_id === viewErr.leader_id, 'two answers of one follower name different leaders', { view: viewErr, leases: err });
-      pass(check, { data: err, no_leader_answers: noLeader });
-      await w.connect(err.leader_rsocket_addr);
+      expect(check, next.redirect && next.addr === err.leader_rsocket_addr && next.delayMs === 0, `protocol.md 9.1 rule 2: not_leader is followed at once to its address; the plan chose ${JSON.stringify(next)}`);
+      pass(check, { data: err, no_leader_answers: noLeader, refused_addresses: refused });
+      await w.connect(next.addr);
       return err;
     }
     noLeader++;
-    // protocol.md section 9: full-jitter backoff, 100 ms doubling, at most 5 s.
-    await sleep(Math.random() * Math.min(5000, 100 * 2 ** attempt));
   }
   fail('follower_redirects_to_leader', `the follower answered no_leader (or not_leader without an address) ${noLeader} times in 10 s`);
+}
+
+// reconnect is a worker's reconnect after it lost its connection to lastAddr, where elements had
+// arrived (protocol.md 9): it goes through the plan's addresses until a lease stream gives an
+// element, and returns that stream, its first element (not yet installed) and the attempts made,
+// each with the delay waited before it and whether the worker held a usable lease when the plan
+// chose it.
+async function reconnect(check, w, plan, lastAddr) {
+  const trace = [];
+  let holding = w.holdsUsableLease();
+  let next = plan.next({ addr: lastAddr, body: null, gotElement: true, holding });
+  for (let i = 0; i < 20; i++) {
+    trace.push({ addr: next.addr, delay_ms: Math.round(next.delayMs * 10) / 10, redirect: next.redirect, holding });
+    await sleep(next.delayMs);
+    const addr = next.addr;
+    let body = null;
+    try {
+      await w.connect(addr);
+      const stream = w.leases();
+      const el = await stream.next(2 * opts.renewalMs + 3000);
+      return { stream, el, trace };
+    } catch (err) {
+      if (err instanceof CheckFailed) {
+        throw err;
+      }
+      body = err instanceof WireError ? err.body : null;
+      trace[trace.length - 1].outcome = body !== null && typeof body === 'object' ? body.error : err.message;
+      w.close();
+    }
+    holding = w.holdsUsableLease();
+    next = plan.next({ addr, body, gotElement: false, holding });
+  }
+  fail(check, 'no lease element after 20 connection attempts', { attempts: trace });
 }
 
 // expectRedirect expects not_leader (with leader_id and leader_rsocket_addr) or no_leader, and
@@ -814,7 +950,12 @@ async function conversation(a, b) {
   pass(check, { routes: Object.keys(table) });
 
   // 1. A follower answers not_leader; the leader's address comes from that answer alone.
-  const leader = await findLeader(a);
+  const addrs = opts.coordinators === '' ? [opts.follower] : opts.coordinators.split(',');
+  for (const addr of addrs) {
+    parseAddr(addr);
+  }
+  const plan = new DialPlan(addrs);
+  const leader = await findLeader(a, plan);
 
   // Refused SETUPs, on the follower: every node validates SETUP (protocol.md sections 1, 2, 8).
   let frames = 0;
@@ -863,14 +1004,35 @@ async function conversation(a, b) {
     pass(check, { n: i, epoch: l.epoch, wait_ms: Math.round(waited), valid_for_ms: l.ttl_ms });
   }
 
-  // A reconnect with the same incarnation continues the lease and the assignment (protocol.md
-  // sections 9 and 10): the first element on the new connection repeats the epoch.
-  check = 'reconnect_same_incarnation';
+  // A's connection to the leader is lost while it holds its lease: it reconnects by the rule of
+  // protocol.md section 9 through its address list, which does not hold the leader. The first
+  // retry goes at once to the next address after the follower it came through; an address that
+  // refuses is passed by for the next one after ~100 ms (the lease is still usable); the follower's
+  // not_leader is followed at once.
+  check = 'reconnect_rule';
   la.cancel();
   a.close();
-  await a.connect(leader.leader_rsocket_addr);
-  la = a.leases();
-  const again = await la.until(check, () => true, 2 * opts.renewalMs + 3000);
+  const back1 = await reconnect(check, a, plan, leader.leader_rsocket_addr);
+  const tried = back1.trace;
+  const wantAddrs = [...addrs.slice(addrs.indexOf(opts.follower) + 1), ...addrs.slice(0, addrs.indexOf(opts.follower) + 1), leader.leader_rsocket_addr];
+  expect(check, JSON.stringify(tried.map((t) => t.addr)) === JSON.stringify(wantAddrs), `attempts went to ${tried.map((t) => t.addr).join(', ')}; want ${wantAddrs.join(', ')}: every address once, in list order after the follower, then the leader`, { attempts: tried });
+  expect(check, tried[0].delay_ms === 0 || !tried[0].holding, 'the first retry while holding a usable lease must go at once', { attempts: tried });
+  for (const t of tried.slice(1, -1)) {
+    const ok = t.holding ? t.delay_ms >= 50 && t.delay_ms < 150 : t.delay_ms >= 0 && t.delay_ms < 5000;
+    expect(check, ok, `a retry waited ${t.delay_ms} ms (${t.holding ? 'holding a usable lease: want [50, 150)' : 'without a lease: want full jitter'})`, { attempts: tried });
+  }
+  const last = tried[tried.length - 1];
+  expect(check, last.redirect && last.delay_ms === 0, 'the follower\'s not_leader must be followed at once', { attempts: tried });
+  pass(check, { attempts: tried });
+
+  // The reconnect with the same incarnation continues the lease and the assignment (protocol.md
+  // sections 9 and 10): the first element on the new connection repeats the epoch.
+  check = 'reconnect_same_incarnation';
+  la = back1.stream;
+  let again = back1.el;
+  if (!la.install(check, again)) {
+    again = await la.until(check, () => true, 2 * opts.renewalMs + 3000);
+  }
   expect(check, again.lease.epoch === l1.epoch, `epoch ${l1.epoch} -> ${again.lease.epoch} across a reconnect of the same incarnation`, { lease: again.lease });
   expect(check, rangesKey(again.lease) === rangesKey(l1) && again.lease.node_index === 0, 'the ranges changed across a reconnect', { lease: again.lease });
   // The coordinator must go on renewing on the new connection (a member it wrongly thinks down

@@ -50,7 +50,7 @@ func (p *pause) run(ctx context.Context, r *runner, d time.Duration) {
 	p.mu.Lock()
 	p.pausedAt = at
 	p.mu.Unlock()
-	r.event("ctl pause %s: the workers start nothing new within one renewal (%v); rows stay, no attempt is used", r.cfg.Ring, lease.DefaultRenewal)
+	r.event("ctl pause %s: the workers start nothing new within one renewal (%v); rows stay, no attempt is used", r.cfg.Ring, r.renewal())
 	if !sleep(ctx, d) {
 		return
 	}
@@ -83,19 +83,27 @@ func (p *pause) fail(r *runner, err error) {
 
 // outcome is the pause as the summary shows it: how long the ring was paused, and the executions
 // that reached the downstream later than one renewal after the pause and before the resume.
-func (p *pause) outcome(starts []time.Time) (paused time.Duration, late int, ok bool) {
+func (p *pause) outcome(starts []time.Time, renewal time.Duration) (paused time.Duration, late int, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pausedAt.IsZero() || p.resumedAt.IsZero() || p.err != nil {
 		return 0, 0, false
 	}
-	obeyBy := p.pausedAt.Add(lease.DefaultRenewal)
+	obeyBy := p.pausedAt.Add(renewal)
 	for _, t := range starts {
 		if t.After(obeyBy) && t.Before(p.resumedAt) {
 			late++
 		}
 	}
 	return p.resumedAt.Sub(p.pausedAt), late, true
+}
+
+// renewal is the renewal period of the demo's coordinators: a pause is obeyed within one.
+func (r *runner) renewal() time.Duration {
+	if d := r.cluster.Options().LeaseRenewal; d > 0 {
+		return d
+	}
+	return lease.DefaultRenewal
 }
 
 // ctl runs `retryring ctl <verb> --ring R --coordinator <leader> args...` as a process of the

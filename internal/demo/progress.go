@@ -275,7 +275,7 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 	for i, e := range execs {
 		starts[i] = e.Start
 	}
-	s.PausedFor, s.LateUnderPause, s.PauseShown = p.pause.outcome(starts)
+	s.PausedFor, s.LateUnderPause, s.PauseShown = p.pause.outcome(starts, r.renewal())
 	s.BreakerRefused, s.BreakerKnown = r.breakerRefused(fctx)
 	s.Replayed, s.ReplayTook = p.replay.outcome()
 	s.ReplayedDone = l.ReplayedDone

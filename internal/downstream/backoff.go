@@ -88,7 +88,9 @@ func EarlyCalls(execs []Execution, windowMinutes int, maxDelay time.Duration) []
 }
 
 // minBackoff is the least delay the executor contract allows after a transient answer to an
-// attempt: half of min(L × 2^attempt, maxDelay).
+// attempt: half of min(L × 2^attempt, maxDelay). It is written from product.md's executor
+// contract, not taken from worker/retrypolicy, on purpose: a check that shares the code it checks
+// would share its bugs.
 func minBackoff(windowMinutes, attempt int, maxDelay time.Duration) time.Duration {
 	d := time.Duration(windowMinutes) * time.Minute
 	for i := 0; i < attempt && d < maxDelay; i++ {

@@ -3,8 +3,10 @@ package leaseclient
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -28,6 +30,22 @@ type Client struct {
 	mu       sync.Mutex // guards sess and leaving, and orders Guard updates against Leave
 	sess     *session
 	leaving  bool
+
+	// pause runs before every connection attempt, the first included: it waits d, the delay the
+	// dialPlan chose before dialing addr, and returns false if ctx ended or Leave was called.
+	// Tests replace it (before Run) to record the plan's choices without waiting.
+	pause func(ctx context.Context, addr string, d time.Duration) bool
+	// random is the dialPlan's source: the first address and every jittered delay. Only Run uses
+	// it. Tests replace it (before Run) to script the draws.
+	random randomSource
+}
+
+// randomSource is what the dialPlan draws from; *rand.Rand of math/rand/v2 is one.
+type randomSource interface {
+	// IntN returns a uniform draw from [0, n).
+	IntN(n int) int
+	// Float64 returns a uniform draw from [0, 1).
+	Float64() float64
 }
 
 type counters struct {
@@ -81,6 +99,8 @@ func New(cfg Config) (*Client, error) {
 		runDone: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
+	c.random = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	c.pause = func(ctx context.Context, _ string, d time.Duration) bool { return c.sleep(ctx, d) }
 	c.rel = newReleaser(c)
 	c.rep = newReporter(c)
 	return c, nil

@@ -29,11 +29,12 @@ const (
 	DefaultDialTimeout = 2 * time.Second
 	// DefaultRequestTimeout bounds a ring.release the client sends on its own.
 	DefaultRequestTimeout = 2 * time.Second
-	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect delay.
+	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect delay once no usable lease is held.
 	DefaultBackoffMin = 100 * time.Millisecond
 	DefaultBackoffMax = 5 * time.Second
-	// DefaultBackoffHolding caps the reconnect delay while the worker holds a valid lease or lost
-	// it less than a TTL ago.
+	// DefaultBackoffHolding is the mean spacing of reconnect attempts while the worker holds a
+	// usable lease: each waits a uniform draw from [50, 150) ms, but the first after an element,
+	// which goes at once.
 	DefaultBackoffHolding = 100 * time.Millisecond
 	// DefaultReportPeriod is how often ring.report goes out: the protocol's period, which the
 	// leader's "older than three periods reads unknown" rule is built on.
@@ -43,17 +44,25 @@ const (
 // maxIDLen mirrors lease.Setup.Validate.
 const maxIDLen = 256
 
-// Backoff is the reconnect delay: before attempt n (0-based) the client sleeps a uniformly random
-// duration in [0, min(Max, Min·2^n)) — "full jitter", so that workers cut off together do not
-// reconnect together.
+// Backoff paces reconnect attempts (docs/protocol.md section 9; the address order is in
+// redial.go). While the Guard holds a usable lease (its end is still ahead on the worker clock),
+// the first retry after an element goes at once and each next one waits a uniform draw from
+// [Holding/2, 3·Holding/2): the worker must reach the new leader of a failover before that lease
+// runs out, and a doubling delay grown over an election's failed attempts would sleep through it
+// (77 of 160 probe-trials lost their lease in the leader-kill benchmark). Once no usable lease is held, before paced
+// attempt n (0-based, counted since the last element or since the lease ran out) the client sleeps
+// a uniform draw from [0, min(Max, Min·2^n)) — "full jitter", so that workers cut off together do
+// not reconnect together, and a worker with nothing to lose spares the coordinators. After
+// bad_setup, duplicate_connection or unauthorized it waits a draw from [Max/2, Max), lease or not.
 type Backoff struct {
+	// Min is the first ceiling of the doubling. Default DefaultBackoffMin.
 	Min time.Duration
+	// Max is the last ceiling of the doubling and the delay after a configuration error. Default
+	// DefaultBackoffMax.
 	Max time.Duration
-	// Holding caps the delay while the Guard still holds a usable lease, and for one TTL after it
-	// ran out: the worker must reach the new leader before that lease runs out, or right after
-	// (during a leader election every attempt fails fast, and a doubling delay would sleep through
-	// the rest of the lease and beyond). It costs at most a few dozen quick attempts per lease TTL.
-	// Default DefaultBackoffHolding.
+	// Holding is the mean spacing of retries while a usable lease is held. It costs about
+	// ttl / Holding quick attempts per worker per outage (100 with the defaults), each a refused
+	// TCP connect or a SETUP answered by an error. Default DefaultBackoffHolding.
 	Holding time.Duration
 }
 
@@ -83,7 +92,8 @@ type Config struct {
 	DialTimeout time.Duration
 	// RequestTimeout bounds each ring.release the client sends by itself. Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	// Backoff bounds the reconnect delay. Default [DefaultBackoffMin, DefaultBackoffMax].
+	// Backoff paces reconnect attempts. Defaults DefaultBackoffMin, DefaultBackoffMax and
+	// DefaultBackoffHolding.
 	Backoff Backoff
 	// Logger receives the client's logs. The zero value logs nothing. The client adds component,
 	// worker_id, incarnation and ring to every line, so a logger given here carries none of them.

@@ -1,8 +1,11 @@
 // Package leaseclient is a retry worker's side of the wire protocol (docs/protocol.md): it opens an
 // RSocket connection to the coordinator cluster, follows not_leader redirects to the Raft leader,
 // subscribes to the ring.leases stream, installs every lease element in a *lease.Guard, releases
-// ranges it stopped using after an epoch change, leaves gracefully, and reconnects with jittered
-// backoff after any failure while keeping the process's incarnation.
+// ranges it stopped using after an epoch change, leaves gracefully, and reconnects after any failure
+// while keeping the process's incarnation. Reconnects follow docs/protocol.md section 9 (dialPlan in
+// redial.go): the next address of the list after a failure, never the one that just failed; while a
+// usable lease is held the first retry at once and the next ones every 50–150 ms, so that a leader
+// failover shorter than the lease costs no range; the doubling backoff only once the lease is gone.
 //
 // Its SETUP announces the "controls" feature, so every element carries the ring's flow controls
 // (pause, impl pause, rate), which reach the data plane as lease.Lease.Controls with the element's

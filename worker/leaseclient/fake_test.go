@@ -77,30 +77,33 @@ type fakeCoord struct {
 	served chan struct{}
 	renew  time.Duration
 
-	mu          sync.Mutex
-	follower    bool
-	leaderID    string
-	leaderAddr  string
-	rejectSetup bool
-	silent      bool
-	advance     time.Duration // clock advance between receiving a demand and answering it
-	assign      lease.WireLease
-	corrupt     func(lease.WireLease) []byte // when set, what is sent instead of each element
-	setups      []setupRecord
-	routes      []string
-	demandNs    []int
-	demands     []time.Time
-	overDemand  int // demands that arrived while one was still outstanding
-	answers     []answerRecord
-	releases    []releaseRecord
-	leaves      []lease.LeaveRequest
-	reports     []lease.Report
-	reportCalls int    // ring.report requests, answered or not
-	reportErr   string // when set, the error code ring.report is answered with
-	streams     int
-	syncs       int
-	live        map[*fakeStream]struct{}
-	socks       map[rsocket.CloseableRSocket]chan struct{}
+	mu         sync.Mutex
+	follower   bool
+	leaderID   string
+	leaderAddr string
+	// noLeaderBody, when set, is the JSON a follower without a leaderAddr answers instead of a
+	// bare no_leader.
+	noLeaderBody string
+	rejectSetup  bool
+	silent       bool
+	advance      time.Duration // clock advance between receiving a demand and answering it
+	assign       lease.WireLease
+	corrupt      func(lease.WireLease) []byte // when set, what is sent instead of each element
+	setups       []setupRecord
+	routes       []string
+	demandNs     []int
+	demands      []time.Time
+	overDemand   int // demands that arrived while one was still outstanding
+	answers      []answerRecord
+	releases     []releaseRecord
+	leaves       []lease.LeaveRequest
+	reports      []lease.Report
+	reportCalls  int    // ring.report requests, answered or not
+	reportErr    string // when set, the error code ring.report is answered with
+	streams      int
+	syncs        int
+	live         map[*fakeStream]struct{}
+	socks        map[rsocket.CloseableRSocket]chan struct{}
 }
 
 func startFake(t *testing.T, id string, clock *clocktest.Manual, sq *seq) *fakeCoord {
@@ -317,10 +320,18 @@ func routeOf(p payload.Payload) string {
 	return ""
 }
 
+// rawWireError is an error body given as JSON text, for bodies lease.WireError cannot express.
+type rawWireError string
+
+func (e rawWireError) Error() string { return string(e) }
+
 func (f *fakeCoord) notLeader() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.leaderAddr == "" {
+		if f.noLeaderBody != "" {
+			return rawWireError(f.noLeaderBody)
+		}
 		return wireError{Code: lease.CodeNoLeader}
 	}
 	return wireError{Code: lease.CodeNotLeader, LeaderID: f.leaderID, LeaderRSocketAddr: f.leaderAddr}

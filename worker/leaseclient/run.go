@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -15,13 +14,9 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// maxRedirects bounds how many not_leader hints in a row are followed without a lease element in
-// between; then the client backs off, so that two nodes naming each other cannot make it spin.
-const maxRedirects = 4
-
 // Run connects, follows redirects to the leader, subscribes to the lease stream and keeps the Guard
-// fed, reconnecting with backoff after every failure. It returns nil after Leave and ctx's error
-// when ctx ends; it can be called once.
+// fed, reconnecting after every failure where and when the dialPlan says (docs/protocol.md section
+// 9). It returns nil after Leave and ctx's error when ctx ends; it can be called once.
 func (c *Client) Run(ctx context.Context) error {
 	if c.isLeaving() {
 		return ErrClosed
@@ -54,10 +49,8 @@ func (c *Client) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 
-	coords := c.cfg.Coordinators
-	next := rand.IntN(len(coords))
-	attempt, redirects := 0, 0
-	target := ""
+	plan := newDialPlan(c.cfg.Backoff, c.cfg.Coordinators, c.random.IntN(len(c.cfg.Coordinators)), c.random.Float64)
+	next := redial{addr: plan.first()}
 	for {
 		if c.isLeaving() {
 			// Leave is sending ring.leave; the coordinator may already have ended the stream.
@@ -69,13 +62,15 @@ func (c *Client) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 		}
-		addr := target
-		if addr == "" {
-			addr = coords[next%len(coords)]
-			next++
+		if !c.pause(ctx, next.addr, next.delay) {
+			select {
+			case <-c.stop:
+				return nil
+			default:
+				return ctx.Err()
+			}
 		}
-		target = ""
-		got, err := c.runSession(ctx, addr)
+		got, err := c.runSession(ctx, next.addr)
 		select {
 		case <-c.stop:
 			return nil
@@ -84,37 +79,28 @@ func (c *Client) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if got {
-			attempt, redirects = 0, 0
-		}
-		if leaderID, leaderAddr, ok := redirectTarget(err); ok && redirects < maxRedirects {
-			redirects++
+		prev := next.addr
+		next = plan.next(attemptResult{addr: prev, err: err, got: got, holding: c.holdsUsableLease()})
+		c.stats.reconnects.Add(1)
+		if next.redirect {
 			c.stats.redirects.Add(1)
-			c.stats.reconnects.Add(1)
-			c.log.Info().Str("coordinator_addr", addr).Str("leader_id", leaderID).
-				Str("leader_addr", leaderAddr).Msg("following not_leader to the leader")
-			target = leaderAddr
+			c.log.Info().Str("coordinator_addr", prev).Str("leader_id", next.leaderID).
+				Str("leader_addr", next.addr).Msg("following not_leader to the leader")
 			continue
 		}
-		redirects = 0
-		last, held := c.guard.Current()
-		d := c.cfg.Backoff.reconnectDelay(attempt, rand.Float64(), last, held, c.cfg.Clock.Now())
-		attempt++
-		c.log.Warn().Err(err).Str("coordinator_addr", addr).Int64("backoff_ms", d.Milliseconds()).
-			Msg("lease stream ended, reconnecting")
-		if !c.sleep(ctx, d) {
-			select {
-			case <-c.stop:
-				return nil
-			default:
-				return ctx.Err()
-			}
-		}
-		c.stats.reconnects.Add(1)
+		c.log.Warn().Err(err).Str("coordinator_addr", prev).Str("next_addr", next.addr).
+			Int64("backoff_ms", next.delay.Milliseconds()).Msg("lease stream ended, reconnecting")
 	}
 }
 
-// sleep waits d; false if ctx ended or Leave was called first.
+// holdsUsableLease reports whether the Guard holds a lease whose end is still ahead on the worker
+// clock: what decides the reconnect pacing (dialPlan).
+func (c *Client) holdsUsableLease() bool {
+	l, ok := c.guard.Current()
+	return ok && c.cfg.Clock.Now().Before(l.ExpiresAt())
+}
+
+// sleep waits d; false if ctx ended or Leave was called first. It is the default of Client.pause.
 func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

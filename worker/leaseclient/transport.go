@@ -54,7 +54,13 @@ func remoteError(err error) (out error) {
 	switch code {
 	case rsocket.ErrorCodeApplicationError, rsocket.ErrorCodeRejectedSetup, rsocket.ErrorCodeInvalidSetup,
 		rsocket.ErrorCodeUnsupportedSetup, rsocket.ErrorCodeRejected, rsocket.ErrorCodeInvalid:
-		return fmt.Errorf("rsocket %s: %w", code, lease.FromWire(data))
+		werr := lease.FromWire(data)
+		if errors.Is(werr, lease.ErrNoLeader) {
+			if addrs := coordinatorAddrs(data); len(addrs) > 0 {
+				werr = &coordinatorsHint{err: werr, addrs: addrs}
+			}
+		}
+		return fmt.Errorf("rsocket %s: %w", code, werr)
 	default:
 		return fmt.Errorf("%w: rsocket %s: %.200s", ErrDisconnected, code, data)
 	}
@@ -67,6 +73,48 @@ func redirectTarget(err error) (leaderID, addr string, ok bool) {
 		return we.LeaderID, we.LeaderRSocketAddr, true
 	}
 	return "", "", false
+}
+
+// coordinatorsHint is a no_leader answer that names the coordinators the answering node knows
+// (docs/protocol.md section 9): the client adds their addresses to the ones it cycles through.
+type coordinatorsHint struct {
+	err   error
+	addrs []string
+}
+
+func (h *coordinatorsHint) Error() string { return h.err.Error() }
+
+func (h *coordinatorsHint) Unwrap() error { return h.err }
+
+// coordinatorAddrs reads the optional "coordinators" array of an error body: the rsocket_addr of
+// each entry, unchecked (dialPlan.learn drops what is not host:port). A body without one, or with
+// one of another shape, names none.
+func coordinatorAddrs(data []byte) []string {
+	var body struct {
+		Coordinators []struct {
+			ID          string `json:"id"`
+			RSocketAddr string `json:"rsocket_addr"`
+		} `json:"coordinators"`
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		return nil
+	}
+	var addrs []string
+	for _, c := range body.Coordinators {
+		if c.RSocketAddr != "" {
+			addrs = append(addrs, c.RSocketAddr)
+		}
+	}
+	return addrs
+}
+
+// hintedCoordinators returns the addresses a no_leader answer in err's chain named, if any.
+func hintedCoordinators(err error) []string {
+	var h *coordinatorsHint
+	if errors.As(err, &h) {
+		return h.addrs
+	}
+	return nil
 }
 
 // session is one RSocket connection to one coordinator.

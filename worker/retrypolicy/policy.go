@@ -12,7 +12,10 @@ const (
 	DefaultMaxDelay    = 60 * time.Minute
 )
 
-// Class is what an execution's answer makes of a step.
+// Class is what an execution's answer makes of a step, as a policy classifies a status. It is
+// not worker.OutcomeKind, though three values share their names: this package is imported by the
+// worker and by executors and cannot import them back, and an outcome has a fourth kind a status
+// never classifies into (NotSent: the call never left). The HTTP executor maps one onto the other.
 type Class int
 
 // Classes. The zero value is no class, so that a missing override is never taken for one.
