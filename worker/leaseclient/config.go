@@ -108,6 +108,10 @@ type Config struct {
 	// OnLease, if set, is called after each element is installed in the Guard, on the connection's
 	// read goroutine: it must return quickly. For tests and benchmarks.
 	OnLease func(lease.Lease)
+	// OnElement, if set, is called right after OnLease with the same element, the address of the
+	// connection it came on and the client's clock at that moment (see Element); same goroutine,
+	// same rule: it must return quickly. For benchmarks and test harnesses that watch many clients.
+	OnElement func(Element)
 	// Report, if set, is what the worker saw, sent as ring.report every ReportPeriod on the
 	// current connection and once right after each new lease (the first element of a connection,
 	// or a new epoch). It runs on the client's own goroutine and should return quickly; its

@@ -139,6 +139,7 @@ func (st *leaseStream) OnNext(p payload.Payload) {
 		st.c.rep.wake()
 	}
 	st.c.onLease(l)
+	st.c.onElement(l, st.addr)
 }
 
 // OnError ends the stream with the coordinator's error.

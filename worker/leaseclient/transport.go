@@ -213,7 +213,7 @@ func (s *session) call(ctx context.Context, route string, req any) ([]byte, erro
 	if !s.send(func() { m = s.sock.RequestResponse(payload.New(data, s.routes[route])) }) {
 		return nil, fmt.Errorf("leaseclient: %s: %w: connection to %s closing", route, ErrDisconnected, s.addr)
 	}
-	p, err := m.Block(ctx)
+	p, err := block(ctx, m)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("leaseclient: %s: %w", route, ctxErr)

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100 on every Linux
+// architecture Go supports (the kernel fixes it for user space whatever CONFIG_HZ is).
+const clockTicks = 100
+
+// cpuTicks reads utime + stime of pid from /proc/<pid>/stat. The command name (field 2) may
+// hold spaces and parentheses, so the fields are counted from the last ')'.
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return u + st, nil
+}
+
+// rssKiB reads VmRSS of pid from /proc/<pid>/status.
+func rssKiB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// usage is what one process used over a span.
+type usage struct {
+	CPUPercent float64 // of one core, over the span
+	PeakRSSMiB float64 // the highest VmRSS sampled
+	LastRSSMiB float64 // VmRSS at the end
+	Err        error
+}
+
+func (u usage) String() string {
+	if u.Err != nil {
+		return "? (" + u.Err.Error() + ")"
+	}
+	return fmt.Sprintf("%.1f %% / %.0f MB", u.CPUPercent, u.LastRSSMiB)
+}
+
+// sampler measures one process's CPU time over a span and samples its RSS every period.
+type sampler struct {
+	pid   int
+	start time.Time
+	ticks int64
+	stop  chan struct{}
+	done  chan struct{}
+
+	mu   sync.Mutex
+	peak int64
+	last int64
+	err  error
+}
+
+func sample(pid int, period time.Duration) *sampler {
+	s := &sampler{pid: pid, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	s.ticks, s.err = cpuTicks(pid)
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			s.rss()
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) rss() {
+	kib, err := rssKiB(s.pid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.err == nil {
+			s.err = err
+		}
+		return
+	}
+	s.last = kib
+	s.peak = max(s.peak, kib)
+}
+
+// finish ends the span and returns what the process used in it.
+func (s *sampler) finish() usage {
+	close(s.stop)
+	<-s.done
+	s.rss()
+	end, err := cpuTicks(s.pid)
+	wall := time.Since(s.start)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+	}
+	u := usage{PeakRSSMiB: float64(s.peak) / 1024, LastRSSMiB: float64(s.last) / 1024, Err: s.err}
+	if s.err == nil && wall > 0 {
+		u.CPUPercent = float64(end-s.ticks) / clockTicks / wall.Seconds() * 100
+	}
+	return u
+}

@@ -1,0 +1,86 @@
+package swarm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/lease"
+)
+
+// Settled reports whether every ring of the swarm is at rest in the leader's view v at now: its
+// members are exactly the swarm's clients of that ring (in their running incarnations), all
+// active, their ranges covering the whole ring with no overlap, and each client's guard holds that
+// very assignment (same epoch, same ranges), still valid at now. The reason names the first ring
+// that is not, and why.
+func (s *Swarm) Settled(v coordinator.RingView, now time.Time) (bool, string) {
+	byRing := map[lease.RingKey][]*Member{}
+	for _, m := range s.members {
+		byRing[m.Ring] = append(byRing[m.Ring], m)
+	}
+	for _, ring := range s.rings {
+		if ok, why := settledRing(v, ring, byRing[ring], now); !ok {
+			return false, fmt.Sprintf("ring %s: %s", ring, why)
+		}
+	}
+	return true, ""
+}
+
+// SettledRings counts the rings of the swarm that are settled in v at now.
+func (s *Swarm) SettledRings(v coordinator.RingView, now time.Time) int {
+	byRing := map[lease.RingKey][]*Member{}
+	for _, m := range s.members {
+		byRing[m.Ring] = append(byRing[m.Ring], m)
+	}
+	n := 0
+	for _, ring := range s.rings {
+		if ok, _ := settledRing(v, ring, byRing[ring], now); ok {
+			n++
+		}
+	}
+	return n
+}
+
+func settledRing(v coordinator.RingView, ring lease.RingKey, members []*Member, now time.Time) (bool, string) {
+	r, ok := v.Ring(ring)
+	if !ok {
+		return false, "not in the view"
+	}
+	if len(r.Members) != len(members) {
+		return false, fmt.Sprintf("%d members, want %d", len(r.Members), len(members))
+	}
+	byID := map[string]coordinator.MemberView{}
+	var covered lease.Ranges
+	for _, mv := range r.Members {
+		if mv.State != coordinator.MemberActive {
+			return false, fmt.Sprintf("member %s is %s", mv.WorkerID, mv.State)
+		}
+		rs, err := lease.DecodeRanges(mv.Ranges)
+		if err != nil {
+			return false, fmt.Sprintf("member %s: %v", mv.WorkerID, err)
+		}
+		if covered.Overlaps(rs) {
+			return false, fmt.Sprintf("member %s overlaps another", mv.WorkerID)
+		}
+		covered = covered.Union(rs)
+		byID[mv.WorkerID] = mv
+	}
+	if !covered.Equal(lease.Ranges{lease.FullRing}) {
+		return false, "members do not cover the ring: " + covered.String()
+	}
+	for _, m := range members {
+		mv, ok := byID[m.ID]
+		if !ok || mv.Incarnation != m.client.Incarnation() {
+			return false, fmt.Sprintf("%s is not a member in its incarnation", m.ID)
+		}
+		l, ok := m.client.Current()
+		if !ok {
+			return false, fmt.Sprintf("%s holds no lease", m.ID)
+		}
+		want, _ := lease.DecodeRanges(mv.Ranges)
+		if l.Epoch != mv.Epoch || !l.Ranges.Equal(want) || !l.ExpiresAt().After(now) {
+			return false, fmt.Sprintf("%s holds epoch %d, the leader assigned epoch %d", m.ID, l.Epoch, mv.Epoch)
+		}
+	}
+	return true, ""
+}
