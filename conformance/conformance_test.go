@@ -90,7 +90,11 @@ func TestJSClientSpeaksTheDocumentedProtocol(t *testing.T) {
 	// product's defaults (10 s, 2 s) because the script waits for an old incarnation's lease to
 	// expire, which would take 10 s alone; a renewal period long enough that a busy machine does
 	// not blur "answered at the next renewal".
-	c := ringtest.NewCluster(t, ringtest.Options{Timing: lease.Timing{TTL: 3 * time.Second, Renewal: time.Second}.WithDefaults()})
+	// Raft timeouts three times the defaults: this test is about the conversation, not failover, and
+	// on a loaded 2-core machine the default 500 ms heartbeat timeout has deposed the leader in the
+	// middle of it (a leave answered no_leader).
+	c := ringtest.NewCluster(t, ringtest.Options{Timing: lease.Timing{TTL: 3 * time.Second, Renewal: time.Second}.WithDefaults(),
+		HeartbeatTimeout: 1500 * time.Millisecond, ElectionTimeout: 1500 * time.Millisecond, LeaderLeaseTimeout: 750 * time.Millisecond})
 	leader := c.Leader()
 	var follower *ringtest.Coordinator
 	for _, co := range c.Coordinators() {

@@ -181,6 +181,13 @@ const HOST_PORT = /^.+:[0-9]{1,5}$/;
 // DialPlan is the reconnect rule of protocol.md section 9: where the next connection attempt goes
 // and how long to wait before it. It only decides; the caller connects, and tells it how each
 // attempt ended and whether the worker still holds a usable lease.
+// holdingDelayMs is the wait before the retry-th retry (from 1) while a usable lease is held
+// (protocol.md 9.2): uniform in [m/2, 3m/2) ms, m = min(100 × 2^(retry-1), 1000).
+function holdingDelayMs(retry, r) {
+  const m = Math.min(100 * 2 ** (retry - 1), 1000);
+  return m / 2 + r * m;
+}
+
 class DialPlan {
   constructor(configured, random = Math.random) {
     this.configured = configured.slice();
@@ -242,7 +249,7 @@ class DialPlan {
     if (['bad_setup', 'duplicate_connection', 'unauthorized'].includes(code)) {
       delayMs = 2500 + this.random() * 2500;
     } else if (holding) {
-      delayMs = this.retries === 0 ? 0 : 50 + this.random() * 100;
+      delayMs = this.retries === 0 ? 0 : holdingDelayMs(this.retries, this.random());
       this.retries++;
       this.n = 0;
     } else {
@@ -1017,9 +1024,12 @@ async function conversation(a, b) {
   const wantAddrs = [...addrs.slice(addrs.indexOf(opts.follower) + 1), ...addrs.slice(0, addrs.indexOf(opts.follower) + 1), leader.leader_rsocket_addr];
   expect(check, JSON.stringify(tried.map((t) => t.addr)) === JSON.stringify(wantAddrs), `attempts went to ${tried.map((t) => t.addr).join(', ')}; want ${wantAddrs.join(', ')}: every address once, in list order after the follower, then the leader`, { attempts: tried });
   expect(check, tried[0].delay_ms === 0 || !tried[0].holding, 'the first retry while holding a usable lease must go at once', { attempts: tried });
+  let retry = 0;
   for (const t of tried.slice(1, -1)) {
-    const ok = t.holding ? t.delay_ms >= 50 && t.delay_ms < 150 : t.delay_ms >= 0 && t.delay_ms < 5000;
-    expect(check, ok, `a retry waited ${t.delay_ms} ms (${t.holding ? 'holding a usable lease: want [50, 150)' : 'without a lease: want full jitter'})`, { attempts: tried });
+    const m = Math.min(100 * 2 ** retry, 1000);
+    retry++;
+    const ok = t.holding ? t.delay_ms >= m / 2 && t.delay_ms < 1.5 * m : t.delay_ms >= 0 && t.delay_ms < 5000;
+    expect(check, ok, `a retry waited ${t.delay_ms} ms (${t.holding ? `holding a usable lease: want [${m / 2}, ${1.5 * m})` : 'without a lease: want full jitter'})`, { attempts: tried });
   }
   const last = tried[tried.length - 1];
   expect(check, last.redirect && last.delay_ms === 0, 'the follower\'s not_leader must be followed at once', { attempts: tried });

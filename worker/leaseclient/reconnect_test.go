@@ -87,8 +87,8 @@ func refusingAddr(t *testing.T) string {
 }
 
 // TestReconnectPacingFollowsTheLease: the leader dies under a worker that holds a usable lease. The
-// worker retries at once at the next address, then every 100 ms (draws of 0.5 in [50, 150) ms)
-// round the whole list; once its lease has run out on its clock, the delays double from 50 ms
+// worker retries at once at the next address, then after 100, 200, 400 ms (draws of 0.5 around a
+// mean that doubles from 100 ms) round the whole list; once its lease has run out on its clock, the delays double from 50 ms
 // (half of the 100 ms ceiling).
 func TestReconnectPacingFollowsTheLease(t *testing.T) {
 	clock, sq := clocktest.New(clocktest.Start), &seq{}
@@ -115,7 +115,7 @@ func TestReconnectPacingFollowsTheLease(t *testing.T) {
 	got := log.wait(t)
 	checkSteps(t, "attempts", got, []step{
 		{leader.addr, 0, false},
-		{d1, 0, false}, {d2, 100 * ms, false}, {leader.addr, 100 * ms, false}, {d1, 100 * ms, false}, // holding
+		{d1, 0, false}, {d2, 100 * ms, false}, {leader.addr, 200 * ms, false}, {d1, 400 * ms, false}, // holding
 		{d2, 50 * ms, false}, {leader.addr, 100 * ms, false}, {d1, 200 * ms, false}, {d2, 400 * ms, false}, // gone
 	})
 }

@@ -42,8 +42,8 @@ type redial struct {
 //
 // The pacing is what keeps a lease through a leader failover: while a usable lease is held, every
 // moment spent waiting is a moment of lease gone, so the first retry goes at once and the next ones
-// about every 100 ms, cycling through the addresses; only a worker that holds nothing to lose backs
-// off by doubling and spares the coordinators.
+// after about 100 ms, doubling up to about a second, cycling through the addresses; only a worker
+// that holds nothing to lose backs off to seconds and spares the coordinators.
 type dialPlan struct {
 	backoff    Backoff
 	configured []string
@@ -101,7 +101,7 @@ func (p *dialPlan) next(a attemptResult) redial {
 		r.delay = p.backoff.configDelay(p.rnd())
 	case a.holding:
 		if p.retries > 0 { // the first retry goes at once: the failover is already under way
-			r.delay = p.backoff.holdingDelay(p.rnd())
+			r.delay = p.backoff.holdingDelay(p.retries, p.rnd())
 		}
 		p.retries++
 		p.doubling = 0 // a lease that runs out later starts the doubling afresh

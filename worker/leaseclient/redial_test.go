@@ -56,8 +56,9 @@ func checkSteps(t *testing.T, what string, got, want []step) {
 }
 
 // TestDialPlanWhileHoldingRetriesAtOnceThenAbout100ms: with a usable lease, the retry after the
-// connection that delivered elements goes at once, to the next address; the next ones wait a draw
-// from [50, 150) ms and go round the list, never back to the address that just failed.
+// connection that delivered elements goes at once, to the next address; the next one waits a draw
+// from [50, 150) ms, and the ones after it a draw around a mean that doubles up to 1 s, going round
+// the list, never back to the address that just failed.
 func TestDialPlanWhileHoldingRetriesAtOnceThenAbout100ms(t *testing.T) {
 	p := newDialPlan(defaultBackoff, []string{"a:1", "b:1", "c:1"}, 1, cycle(0.25, 0.5, 0.75))
 	if got := p.first(); got != "b:1" {
@@ -68,7 +69,7 @@ func TestDialPlanWhileHoldingRetriesAtOnceThenAbout100ms(t *testing.T) {
 		got = append(got, p.step(attemptResult{addr: addr, err: errRefused, holding: true}))
 	}
 	checkSteps(t, "retries while holding", got, []step{
-		{"c:1", 0, false}, {"a:1", 75 * ms, false}, {"b:1", 100 * ms, false}, {"c:1", 125 * ms, false}, {"a:1", 75 * ms, false},
+		{"c:1", 0, false}, {"a:1", 75 * ms, false}, {"b:1", 200 * ms, false}, {"c:1", 500 * ms, false}, {"a:1", 600 * ms, false},
 	})
 
 	// An element resets the pacing: the next retry goes at once again.
@@ -91,7 +92,7 @@ func TestDialPlanDoublesOnceTheLeaseIsGone(t *testing.T) {
 		got = append(got, p.step(attemptResult{addr: got[len(got)-1].addr, err: errRefused}))
 	}
 	checkSteps(t, "lease running out", got, []step{
-		{"b:1", 0, false}, {"a:1", 100 * ms, false}, {"b:1", 100 * ms, false},
+		{"b:1", 0, false}, {"a:1", 100 * ms, false}, {"b:1", 200 * ms, false},
 		{"a:1", 50 * ms, false}, {"b:1", 100 * ms, false}, {"a:1", 200 * ms, false}, {"b:1", 400 * ms, false},
 		{"a:1", 800 * ms, false}, {"b:1", 1600 * ms, false}, {"a:1", 2500 * ms, false}, {"b:1", 2500 * ms, false},
 	})
@@ -178,8 +179,8 @@ func TestDialPlanLearnsTheCoordinatorsOfNoLeader(t *testing.T) {
 	}
 	got = append(got, p.step(attemptResult{addr: "10.0.0.1:7000", err: noLeader(), holding: true}))
 	checkSteps(t, "learned addresses", got, []step{
-		{"10.0.0.1:7000", 0, false}, {"10.0.0.2:7000", 100 * ms, false}, {"svc:7000", 100 * ms, false},
-		{"10.0.0.1:7000", 100 * ms, false}, {"10.0.0.2:7000", 100 * ms, false},
+		{"10.0.0.1:7000", 0, false}, {"10.0.0.2:7000", 100 * ms, false}, {"svc:7000", 200 * ms, false},
+		{"10.0.0.1:7000", 400 * ms, false}, {"10.0.0.2:7000", 800 * ms, false},
 	})
 
 	p.next(attemptResult{addr: "10.0.0.2:7000", err: noLeader(entry("c9", "10.0.0.9:7000"))})
@@ -234,8 +235,16 @@ func TestDialPlanConfigurationErrorsWaitTheMaximum(t *testing.T) {
 
 func TestPacingBounds(t *testing.T) {
 	b := defaultBackoff
-	if lo, hi := b.holdingDelay(0), b.holdingDelay(0.999999); lo != 50*ms || hi >= 150*ms || hi < 149*ms {
-		t.Errorf("holding delays span [%v, %v], want [50ms, 150ms)", lo, hi)
+	if lo, hi := b.holdingDelay(1, 0), b.holdingDelay(1, 0.999999); lo != 50*ms || hi >= 150*ms || hi < 149*ms {
+		t.Errorf("first holding delays span [%v, %v], want [50ms, 150ms)", lo, hi)
+	}
+	if lo, hi := b.holdingDelay(3, 0), b.holdingDelay(3, 0.999999); lo != 200*ms || hi >= 600*ms || hi < 599*ms {
+		t.Errorf("third holding delays span [%v, %v], want [200ms, 600ms)", lo, hi)
+	}
+	for _, retry := range []int{5, 6, 40, 1000} { // capped at a mean of 1 s, however long it lasts
+		if lo, hi := b.holdingDelay(retry, 0), b.holdingDelay(retry, 0.999999); lo != 500*ms || hi >= 1500*ms || hi < 1499*ms {
+			t.Errorf("holding delays of retry %d span [%v, %v], want [500ms, 1.5s)", retry, lo, hi)
+		}
 	}
 	if lo, hi := b.configDelay(0), b.configDelay(0.999999); lo != 2500*ms || hi >= 5*time.Second || hi < 4990*ms {
 		t.Errorf("configuration delays span [%v, %v], want [2.5s, 5s)", lo, hi)
