@@ -21,4 +21,8 @@ var (
 	// ErrSchemaOutdated means the keyspace lacks a table or column this release reads or writes:
 	// `retryring schema apply` adds it.
 	ErrSchemaOutdated = errors.New("cassandra: keyspace schema is older than this release (run `retryring schema apply`)")
+	// ErrDeadLetterChanged means a dead letter was not marked replayed because its row is not the
+	// one the replay read any more: it was purged, or its step was given up on again and the row
+	// written over. Trying again would not help; the caller reports it.
+	ErrDeadLetterChanged = errors.New("cassandra: dead letter changed since it was read")
 )
