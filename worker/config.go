@@ -211,8 +211,8 @@ func (c Config) Validate() error {
 	case c.MarkerRetention <= 2*carryMargin:
 		// A kept bucket is carried once a handled row's marker has less than carryMargin left; a
 		// retention not well above it would carry every kept bucket the first time it is seen.
-		return bad("marker retention (Config.MarkerRetention) %v must be more than twice the carry margin %v: buckets kept until their markers have less than %v left are carried, so a shorter retention carries every kept bucket at once (the binary has no flag for it and keeps the default %v)",
-			c.MarkerRetention, carryMargin, carryMargin, DefaultMarkerRetention)
+		return bad("marker retention %v (Config.MarkerRetention; the worker binary has no flag for it and keeps %v) must be more than twice the carry margin %v: a kept bucket is carried once its markers have less than the margin left",
+			c.MarkerRetention, DefaultMarkerRetention, carryMargin)
 	case c.MaxAttempts < 1:
 		return bad("max attempts %d must be at least 1", c.MaxAttempts)
 	case c.MaxRetryDelay < 0:
