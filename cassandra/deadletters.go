@@ -52,12 +52,28 @@ func (s *Store) ListDeadLetters(ctx context.Context, deadDay window.Date) ([]Dea
 	return out, nil
 }
 
-// MarkDeadLetterReplayed marks d as replayed by replayID at at. The dead letter stays.
+// MarkDeadLetterReplayed marks d as replayed by replayID at at. The dead letter stays. The mark
+// is written only on the row d was read from (a compare-and-set on its dead_at): when the row is
+// gone (purged) or was written again (the step given up on again), it returns
+// ErrDeadLetterChanged, saying which, and writes nothing.
 func (s *Store) MarkDeadLetterReplayed(ctx context.Context, d DeadLetter, replayID string, at time.Time) error {
-	r := s.ring
-	err := s.exec(ctx, cqlMarkDeadLetterReplayed, replayID, at, r.Region, r.Cluster, r.Service, day(d.DeadDay()), d.Transaction.ID, d.Transaction.ImplType)
-	if err != nil {
-		return fmt.Errorf("cassandra: mark dead letter %s/%s replayed: %w", d.Transaction.ID, d.Transaction.ImplType, err)
+	r, t := s.ring, d.Transaction
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	prev := map[string]any{}
+	applied, err := s.query(ctx, cqlMarkDeadLetterReplayed, false, replayID, at,
+		r.Region, r.Cluster, r.Service, day(d.DeadDay()), t.ID, t.ImplType, d.DeadAt).MapScanCAS(prev)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cassandra: mark dead letter %s/%s replayed: %w", t.ID, t.ImplType, err)
+	case !applied:
+		what := "purged"
+		if now, ok := prev["dead_at"].(time.Time); ok && !now.IsZero() {
+			what = "given up on again at " + now.UTC().Format(time.RFC3339Nano)
+		}
+		return fmt.Errorf("%w: %s/%s, given up on at %s, was %s", ErrDeadLetterChanged, t.ID, t.ImplType,
+			d.DeadAt.UTC().Format(time.RFC3339Nano), what)
 	}
 	return nil
 }

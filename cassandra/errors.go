@@ -17,8 +17,12 @@ var (
 	ErrInstanceID = errors.New("cassandra: instance id must be non-empty valid UTF-8")
 	// ErrCheckpointContended means a checkpoint could not be moved because other writers kept
 	// changing it; the caller may try again later. Its scans stay correct meanwhile.
+	ErrCheckpointContended = errors.New("cassandra: checkpoint kept changing under compare-and-set")
 	// ErrSchemaOutdated means the keyspace lacks a table or column this release reads or writes:
 	// `retryring schema apply` adds it.
-	ErrSchemaOutdated      = errors.New("cassandra: keyspace schema is older than this release (run `retryring schema apply`)")
-	ErrCheckpointContended = errors.New("cassandra: checkpoint kept changing under compare-and-set")
+	ErrSchemaOutdated = errors.New("cassandra: keyspace schema is older than this release (run `retryring schema apply`)")
+	// ErrDeadLetterChanged means a dead letter was not marked replayed because its row is not the
+	// one the replay read any more: it was purged, or its step was given up on again and the row
+	// written over. Trying again would not help; the caller reports it.
+	ErrDeadLetterChanged = errors.New("cassandra: dead letter changed since it was read")
 )

@@ -120,8 +120,13 @@ added_datetime, allocation_key, stacksaga_impl_type, attempt, last_status, last_
 replay, replayed_by, replayed_at
 FROM KS.es_dead_letters
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ?`
+	// The mark is conditional on the row the replay read (its dead_at, which every release writes
+	// with every version of the row): a plain update would mark a newer dead letter of the step
+	// written over the row meanwhile (given up on again, a generation later), and would bring a
+	// purged row back as a ghost of the key and the mark alone.
 	cqlMarkDeadLetterReplayed = `UPDATE KS.es_dead_letters SET replayed_by = ?, replayed_at = ?
-WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`
+WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?
+IF dead_at = ?`
 	cqlDeleteDeadLetter = `DELETE FROM KS.es_dead_letters
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`
 	// A day of dead letters at once: one partition tombstone.

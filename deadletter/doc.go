@@ -13,7 +13,15 @@
 //  2. raising the step's marker floor to (g+1, 0), so that no older copy of the step is ever
 //     executed again (a dead letter written by this release left it there already; one written
 //     before floors existed did not);
-//  3. marking the dead letter replayed (its id and time). It stays until purged.
+//  3. marking the dead letter replayed (its id and time), on the row it was read from only (a
+//     compare-and-set on its dead_at): a dead letter purged meanwhile is not brought back, and
+//     one the step's next dead letter was written over is not marked for it. Such a dead letter
+//     is reported (copied_unmarked) and not tried again. It stays until purged.
+//
+// Before 1, the step's marker is read: COMMITTED means nothing is left to retry (already_done);
+// a floor past (g+1, 0) means a newer copy of the step exists already (an earlier replay whose
+// mark was lost, and whose copy ran since), so the copy would be finished at once without a call:
+// nothing is written and the dead letter is reported superseded, in a dry run too.
 //
 // A crash between 1 and 3 leaves the dead letter unmarked: running the id again writes a second
 // copy at (g+1, 0). Both copies stand at the floor, and whichever runs first settles the other

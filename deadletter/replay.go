@@ -2,6 +2,7 @@ package deadletter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -59,6 +60,16 @@ const (
 	WouldReplay     Outcome = "would_replay"     // dry run
 	AlreadyReplayed Outcome = "already_replayed" // marked by this run or another before
 	AlreadyDone     Outcome = "already_done"     // its step is COMMITTED: nothing to retry
+	// Superseded: the step's floor is past the copy a replay would write, so a newer copy of the
+	// step exists already (an earlier replay whose mark was lost, and whose copy ran since). A
+	// copy written now would be finished at once without a call, so none is written, and the dead
+	// letter is left unmarked: no replay of this run took it.
+	Superseded Outcome = "superseded"
+	// Unmarked: the copy was written and the floor raised, but the dead letter changed before it
+	// could be marked (purged, or the step given up on again and its row written over), so the
+	// mark was not written. The copy runs as any replay's; the mark is not tried again, as the
+	// dead letter it was for is gone.
+	Unmarked Outcome = "copied_unmarked"
 )
 
 // ReplayResult counts a run.
@@ -67,7 +78,7 @@ type ReplayResult struct {
 	Started time.Time
 	// Matched counts the dead letters the filter selected before the bound; the others what
 	// became of them.
-	Matched, Replayed, AlreadyReplayed, AlreadyDone int
+	Matched, Replayed, AlreadyReplayed, AlreadyDone, Superseded, Unmarked int
 }
 
 // Replay replays the dead letters f selects that were given up on before the run's first start
@@ -148,6 +159,10 @@ func Replay(ctx context.Context, st Store, rec Recorder, f Filter, o ReplayOptio
 				res.AlreadyReplayed++
 			case AlreadyDone:
 				res.AlreadyDone++
+			case Superseded:
+				res.Superseded++
+			case Unmarked:
+				res.Unmarked++
 			}
 			if o.Each != nil {
 				o.Each(d, outcome, key)
@@ -173,13 +188,18 @@ func replayOne(ctx context.Context, st Store, rec Recorder, d cassandra.DeadLett
 	if found && m.State == cassandra.MarkerCommitted {
 		return AlreadyDone, cassandra.BucketKey{}, nil
 	}
+	next := cassandra.Copy{Replay: t.Replay + 1}
+	if m.Superseded(next) {
+		// The copy would be below the floor, finished at once by the first pass that reads it:
+		// counting it as replayed would report a retry that never happens.
+		return Superseded, cassandra.BucketKey{}, nil
+	}
 	if o.DryRun {
 		return WouldReplay, cassandra.BucketKey{}, nil
 	}
 	if err := pace.wait(ctx); err != nil {
 		return "", cassandra.BucketKey{}, err
 	}
-	next := cassandra.Copy{Replay: t.Replay + 1}
 	key, err := rec.Record(ctx, recorder.Failure{
 		TransactionID: t.ID, AllocationKey: t.AllocationKey, ImplType: t.ImplType,
 		Attempt: next.Attempt, Replay: next.Replay, AddedAt: t.AddedAt, InstanceID: d.Bucket.InstanceID,
@@ -190,7 +210,11 @@ func replayOne(ctx context.Context, st Store, rec Recorder, d cassandra.DeadLett
 	if err := st.SetFloor(ctx, t.ID, t.ImplType, next, o.MarkerRetention); err != nil {
 		return "", key, err
 	}
-	if err := st.MarkDeadLetterReplayed(ctx, d, o.ID, now()); err != nil {
+	err = st.MarkDeadLetterReplayed(ctx, d, o.ID, now())
+	switch {
+	case errors.Is(err, cassandra.ErrDeadLetterChanged):
+		return Unmarked, key, nil
+	case err != nil:
 		return "", key, err
 	}
 	return Replayed, key, nil

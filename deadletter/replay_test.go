@@ -3,10 +3,13 @@ package deadletter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gocql/gocql"
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/deadletter"
@@ -24,13 +27,16 @@ var noon = time.Date(2026, time.March, 10, 12, 0, 10, 0, time.UTC)
 // manual clock, and a downstream that refuses the steps named in refuse for good.
 type env struct {
 	t       *testing.T
+	session *gocql.Session
+	ks      string
 	store   *cassandra.Store
 	clock   *clocktest.Manual
 	scanner *worker.Scanner
 
-	mu     sync.Mutex
-	refuse map[string]bool
-	calls  []worker.Task
+	mu        sync.Mutex
+	refuse    map[string]bool
+	transient map[string]bool // answered 503
+	calls     []worker.Task
 }
 
 func newEnv(t *testing.T) *env {
@@ -47,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, store: st, clock: clocktest.New(noon), refuse: map[string]bool{}}
+	e := &env{t: t, session: s, ks: ks, store: st, clock: clocktest.New(noon), refuse: map[string]bool{}, transient: map[string]bool{}}
 	g := lease.NewGuard(e.clock, 100*time.Millisecond)
 	g.Set(lease.Lease{WorkerID: "w0", Ring: ring, NodeCount: 1, Epoch: 1,
 		Ranges: lease.Ranges{{Start: lease.MinToken, End: lease.MaxToken}}, TTL: 72 * time.Hour, ValidFrom: e.clock.Now()})
@@ -67,7 +73,20 @@ func (e *env) execute(_ context.Context, t worker.Task) worker.Outcome {
 	if e.refuse[t.TransactionID] {
 		return worker.Outcome{Kind: worker.Permanent, Status: 422, Err: errors.New("422 refused")}
 	}
+	if e.transient[t.TransactionID] {
+		return worker.Outcome{Kind: worker.Transient, Status: 503, Err: errors.New("503 unavailable")}
+	}
 	return worker.Outcome{Kind: worker.Done, Status: 200}
+}
+
+// setUnavailable makes the downstream answer 503 to the steps of ids (none: to nobody).
+func (e *env) setUnavailable(ids ...string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(e.transient)
+	for _, id := range ids {
+		e.transient[id] = true
+	}
 }
 
 func (e *env) setRefused(ids ...string) {
@@ -315,5 +334,143 @@ func TestReplayOfAStepDeadLetteredBeforeFloors(t *testing.T) {
 	e.drainFor(3)
 	if got := e.callsOf("old"); len(got) != 1 || got[0] != 1 {
 		t.Fatalf("old was called at generations %v, want [1]", got)
+	}
+}
+
+// copiesOf lists the tier-5 rows of a transaction anywhere in the keyspace, as r<replay>/a<attempt>
+// (a test-only scan).
+func (e *env) copiesOf(id string) []string {
+	e.t.Helper()
+	iter := e.session.Query("SELECT attempt, replay FROM "+e.ks+
+		".es_retry_transactions_by_instance WHERE transaction_id = ? ALLOW FILTERING", id).Iter()
+	var out []string
+	var attempt int
+	var replay *int
+	for iter.Scan(&attempt, &replay) {
+		r := 0
+		if replay != nil {
+			r = *replay
+		}
+		out = append(out, fmt.Sprintf("r%d/a%d", r, attempt))
+	}
+	if err := iter.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// TestReplayOfASupersededDeadLetterWritesNoCopy: a replay's mark is lost (Cassandra failed at
+// it), and the copy it wrote runs and fails again, moving the floor past the replay's generation
+// at attempt 0. A later replay of the same dead letter must not count it as replayed: the copy it
+// would write sits below the floor and would be finished without a call. It says so (its own
+// outcome, in a dry run too) and writes nothing.
+func TestReplayOfASupersededDeadLetterWritesNoCopy(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.setRefused("a")
+	e.record("a")
+	e.drainFor(3)
+	e.setRefused()
+	rec := e.recorder("deadletters-replay")
+	if _, err := deadletter.Replay(ctx, failingStore{e.store, "a"}, rec, e.filter(), deadletter.ReplayOptions{ID: "lost-mark", Now: e.clock.Now}); err == nil {
+		t.Fatal("the replay whose mark failed reported no error")
+	}
+	e.setUnavailable("a") // the replayed copy runs and fails again: recorded again at r1/a1
+	e.drainFor(1)         // its window only: r1/a1 waits a minute or two ahead
+	if m, _, err := e.store.Marker(ctx, "a", "Payment"); err != nil || m.Floor != (cassandra.Copy{Replay: 1, Attempt: 1}) {
+		t.Fatalf("marker of a after its replayed copy failed: %+v, %v; want floor r1/a1", m, err)
+	}
+	before := e.copiesOf("a")
+	if len(before) != 1 || before[0] != "r1/a1" {
+		t.Fatalf("rows of a %v; want its copy r1/a1 alone", before)
+	}
+
+	var outcomes []deadletter.Outcome
+	each := func(_ cassandra.DeadLetter, out deadletter.Outcome, _ cassandra.BucketKey) {
+		outcomes = append(outcomes, out)
+	}
+	dry, err := deadletter.Replay(ctx, e.store, rec, e.filter(), deadletter.ReplayOptions{ID: "dry", DryRun: true, Now: e.clock.Now, Each: each})
+	if err != nil || dry.Replayed != 0 || dry.Superseded != 1 || len(outcomes) != 1 || outcomes[0] != deadletter.Superseded {
+		t.Fatalf("dry run: %+v, outcomes %v, %v; want one superseded, none that would be replayed", dry, outcomes, err)
+	}
+	res, err := deadletter.Replay(ctx, e.store, rec, e.filter(), deadletter.ReplayOptions{ID: "again", Now: e.clock.Now})
+	if err != nil || res.Replayed != 0 || res.Superseded != 1 {
+		t.Fatalf("replay of the superseded dead letter: %+v, %v; want it reported superseded, not replayed", res, err)
+	}
+	if after := e.copiesOf("a"); len(after) != 1 || after[0] != "r1/a1" {
+		t.Fatalf("rows of a after the replay %v; want still r1/a1 alone (no copy below the floor)", after)
+	}
+	e.setUnavailable()
+	e.drainFor(4)
+	if got := e.callsOf("a"); len(got) != 3 {
+		t.Errorf("a was called at generations %v; want [0 1 1] (refused, its replay 503, its retry)", got)
+	}
+}
+
+// meddlingStore runs between a replay's copy and its mark: another process changes the dead
+// letter at just that moment.
+type meddlingStore struct {
+	*cassandra.Store
+	meddle func(d cassandra.DeadLetter)
+}
+
+func (m meddlingStore) MarkDeadLetterReplayed(ctx context.Context, d cassandra.DeadLetter, id string, at time.Time) error {
+	m.meddle(d)
+	return m.Store.MarkDeadLetterReplayed(ctx, d, id, at)
+}
+
+// TestReplayMarksOnlyTheDeadLetterItRead: the mark of a replay lands on the row it read or on
+// nothing. A dead letter purged between its copy and its mark does not come back as a ghost; one
+// written over by the step's next dead letter (given up on again, a generation later) is not
+// marked as if that one had been replayed. Either is reported, and the run goes on.
+func TestReplayMarksOnlyTheDeadLetterItRead(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.setRefused("purged", "again")
+	e.record("purged", "again")
+	e.drainFor(3)
+	e.setRefused()
+	var newer cassandra.DeadLetter
+	st := meddlingStore{Store: e.store, meddle: func(d cassandra.DeadLetter) {
+		switch d.Transaction.ID {
+		case "purged":
+			if err := e.store.DeleteDeadLetter(ctx, d); err != nil {
+				t.Error(err)
+			}
+		case "again":
+			newer = d
+			newer.Transaction.Replay, newer.Transaction.Attempt = 1, 1
+			newer.DeadAt = d.DeadAt.Add(30 * time.Second).Truncate(time.Millisecond)
+			newer.LastError = "422 refused, generation 1"
+			if err := e.store.InsertDeadLetter(ctx, newer); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	var outcomes = map[string]deadletter.Outcome{}
+	res, err := deadletter.Replay(ctx, st, e.recorder("deadletters-replay"), e.filter(), deadletter.ReplayOptions{ID: "r", Now: e.clock.Now,
+		Each: func(d cassandra.DeadLetter, out deadletter.Outcome, _ cassandra.BucketKey) {
+			outcomes[d.Transaction.ID] = out
+		}})
+	if err != nil || res.Unmarked != 2 || res.Replayed != 0 {
+		t.Fatalf("replay: %+v, %v; want both copied and reported unmarked", res, err)
+	}
+	if outcomes["purged"] != deadletter.Unmarked || outcomes["again"] != deadletter.Unmarked {
+		t.Errorf("outcomes %v; want both %s", outcomes, deadletter.Unmarked)
+	}
+	list, err := deadletter.List(ctx, e.store, deadletter.Filter{Until: e.clock.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Fatalf("dead letters after the replay %+v; want the newer one of again alone (no ghost of purged)", list)
+	}
+	if d := list[0]; d.Transaction.ID != "again" || d.Transaction.Replay != 1 || d.ReplayedBy != "" {
+		t.Errorf("dead letter %+v; want again's generation 1, not marked replayed (no replay took it)", d)
+	}
+	// The failed condition says why, through the sentinel.
+	err = e.store.MarkDeadLetterReplayed(ctx, cassandra.DeadLetter{Bucket: newer.Bucket, Transaction: newer.Transaction, DeadAt: noon}, "r", e.clock.Now())
+	if !errors.Is(err, cassandra.ErrDeadLetterChanged) || !strings.Contains(err.Error(), "given up on again") {
+		t.Errorf("mark of a row read before it was written again: %v; want ErrDeadLetterChanged saying so", err)
 	}
 }

@@ -315,12 +315,12 @@ func TestKeptBucketIsCarriedBeforeItsMarkersExpire(t *testing.T) {
 	e := newEnv(t, 1, noon)
 	w := e.win(window.DateOf(noon), 750)
 	e.record("pod-a", w, 100, "done-before", "stuck")
-	retention := markerRenewal + 3*time.Second
+	retention := carryMargin + 3*time.Second
 	if err := e.store.MarkCommitted(context.Background(), "done-before", "Payment", "w9", noon, retention); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second) // real time: Cassandra counts the TTL down
-	for m, _ := e.marker("done-before"); m.StateTTL >= markerRenewal; m, _ = e.marker("done-before") {
+	for m, _ := e.marker("done-before"); m.StateTTL >= carryMargin; m, _ = e.marker("done-before") {
 		if time.Now().After(deadline) {
 			t.Fatalf("COMMITTED TTL still %v after 30 s", m.StateTTL)
 		}

@@ -27,9 +27,11 @@ type bucketRun struct {
 	stop     atomic.Bool  // a row was refused by the guard: dispatch no more
 	complete bool         // every page was read and every row dispatched
 	rowErr   atomic.Pointer[error]
-	// expiring: a row was finished by a marker with less than markerRenewal left. Kept any
+	// expiring: a row was finished by a marker with less than carryMargin left. Kept any
 	// longer, the bucket could outlive that marker and run the row again: see carry.
 	expiring atomic.Bool
+	// sweep: the ring is paused and the bucket is read only to check its rows' markers (sweepRow).
+	sweep bool
 
 	mu   sync.Mutex
 	held map[string]int // why rows (or pages) were left, by keptReason
@@ -151,8 +153,14 @@ func keptReason(err error) string {
 
 // streamBucket reads the bucket page by page and dispatches every row. It returns when every
 // row is dispatched (not finished) or when it stopped early; finish waits for the rows.
-func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, token int64) (*bucketRun, error) {
-	run := &bucketRun{key: key, token: token}
+//
+// In a pause sweep (sweep) each row is only checked against its marker (sweepRow), never executed.
+func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, token int64, sweep bool) (*bucketRun, error) {
+	run := &bucketRun{key: key, token: token, sweep: sweep}
+	row := s.runRow
+	if sweep {
+		row = s.sweepRow
+	}
 	var state []byte
 	for page := 0; page == 0 || state != nil; page++ {
 		if run.stop.Load() {
@@ -184,7 +192,7 @@ func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, tok
 			go func(t cassandra.Transaction) {
 				defer run.wg.Done()
 				defer func() { <-s.sem }()
-				ok, err := s.runRow(ctx, run, t)
+				ok, err := row(ctx, run, t)
 				if ok {
 					run.finished.Add(1)
 					return
@@ -251,11 +259,15 @@ func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 	return true
 }
 
-// markerRenewal is how long before a finishing marker expires its bucket stops being kept: a day,
+// carryMargin is how long before a finishing marker expires its bucket stops being kept: a day,
 // as product.md puts it ("a bucket kept longer than retention − 1 day"), measured on the markers
 // themselves, so that an old window that was never kept (an import, a day left behind) runs at
-// once, and a kept one is carried whatever its window's age.
-const markerRenewal = 24 * time.Hour
+// once, and a kept one is carried whatever its window's age. It is a margin on the markers'
+// expiry, fixed rather than a share of the retention because it must cover the worker's own
+// delays in seeing the marker (a pause sweep an hour apart, a stopped worker, a long outage of
+// Cassandra), which do not shrink with a shorter retention; Config.Validate therefore wants the
+// retention above twice the margin, or every kept bucket would be carried on first sight.
+const carryMargin = 24 * time.Hour
 
 // carry ends a kept bucket whose handled rows' markers are about to expire: it reads the bucket
 // again and records every row no marker finishes into the next window, unchanged (same replay and

@@ -48,6 +48,10 @@ const (
 	// DefaultIdleBackoff is how long Run waits after a cycle that found nothing to do, or while
 	// the guard refuses (no lease yet, or it expired).
 	DefaultIdleBackoff = time.Second
+	// DefaultPauseSweepEvery is how often a paused ring is swept (sweep.go): rarely enough to cost
+	// a paused ring next to nothing, and 24 times within the day of margin a kept bucket's
+	// markers have left when it must be carried.
+	DefaultPauseSweepEvery = time.Hour
 )
 
 // Config configures a Worker. Zero values mean the documented defaults.
@@ -84,7 +88,10 @@ type Config struct {
 	ExecTimeout time.Duration
 	// MarkerMargin is added to ExecTimeout for the TTL of an IN_PROGRESS marker. Default DefaultMarkerMargin.
 	MarkerMargin time.Duration
-	// MarkerRetention is the TTL of a COMMITTED marker. Default DefaultMarkerRetention.
+	// MarkerRetention is the TTL of a COMMITTED or DEAD_LETTERED marker and of a floor. It must be
+	// more than two days: a bucket is carried once its handled rows' markers have less than a day
+	// left (carryMargin), and a shorter retention would carry every kept bucket on first sight.
+	// Default DefaultMarkerRetention.
 	MarkerRetention time.Duration
 	// Policies is the retry policy of every step (--retry-policy): its attempts, its longest
 	// delay, and how its answers are classified (an executor classifies; the HTTP executor takes
@@ -106,6 +113,11 @@ type Config struct {
 	// IdleBackoff is Run's pause after a cycle with nothing to do or a refused lease.
 	// Default DefaultIdleBackoff.
 	IdleBackoff time.Duration
+	// PauseSweepEvery is how long a whole-ring pause lasts before each pause sweep: a traversal
+	// that executes nothing and only checks rows against their markers, so that a bucket kept
+	// through a long pause is carried before its handled rows' markers expire. At most half a
+	// day (half the carry margin). Default DefaultPauseSweepEvery.
+	PauseSweepEvery time.Duration
 
 	// Clock tells the time: the wall clock (UTC) for windows and the same reading for the guard.
 	// Default lease.SystemClock. Tests inject a manual clock shared with the guard.
@@ -153,6 +165,9 @@ func (c Config) withDefaults() Config {
 	if c.IdleBackoff == 0 {
 		c.IdleBackoff = DefaultIdleBackoff
 	}
+	if c.PauseSweepEvery == 0 {
+		c.PauseSweepEvery = DefaultPauseSweepEvery
+	}
 	if c.Clock == nil {
 		c.Clock = lease.SystemClock{}
 	}
@@ -193,8 +208,11 @@ func (c Config) Validate() error {
 		return bad("timeouts must be positive (query %v, exec %v)", c.QueryTimeout, c.ExecTimeout)
 	case c.MarkerMargin < 0:
 		return bad("marker margin %v is negative", c.MarkerMargin)
-	case c.MarkerRetention < time.Second:
-		return bad("marker retention %v is below one second", c.MarkerRetention)
+	case c.MarkerRetention <= 2*carryMargin:
+		// A kept bucket is carried once a handled row's marker has less than carryMargin left; a
+		// retention not well above it would carry every kept bucket the first time it is seen.
+		return bad("marker retention %v (Config.MarkerRetention; the worker binary has no flag for it and keeps %v) must be more than twice the carry margin %v: a kept bucket is carried once its markers have less than the margin left",
+			c.MarkerRetention, DefaultMarkerRetention, carryMargin)
 	case c.MaxAttempts < 1:
 		return bad("max attempts %d must be at least 1", c.MaxAttempts)
 	case c.MaxRetryDelay < 0:
@@ -204,6 +222,9 @@ func (c Config) Validate() error {
 		return bad("max rate %v must be a finite number of executions per second, or 0 for none", c.MaxRate)
 	case c.IdleBackoff < 0:
 		return bad("idle backoff %v is negative", c.IdleBackoff)
+	case c.PauseSweepEvery < 0 || c.PauseSweepEvery > carryMargin/2:
+		// A marker has carryMargin left when a sweep must see it: two sweeps at least fall in it.
+		return bad("pause sweep every %v must be positive and at most half the carry margin %v", c.PauseSweepEvery, carryMargin)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (c *controlsLog) observe(s *Scanner, ctl *lease.Controls) {
 	c.mu.Unlock()
 	if now.Paused != was.Paused {
 		if now.Paused {
-			s.log.Warn().Msg("ring paused by the operator: no traversal and no execution starts until it is resumed")
+			s.log.Warn().Dur("pause_sweep_every", s.cfg.PauseSweepEvery).Msg("ring paused by the operator: no execution starts until it is resumed, and no traversal but a sweep of kept buckets' markers every pause_sweep_every")
 		} else {
 			s.log.Info().Msg("ring resumed by the operator")
 		}

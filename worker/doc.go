@@ -56,7 +56,9 @@
 // used, no IN_PROGRESS written) while:
 //   - the operator paused the ring (the lease's controls, docs/protocol.md section 7.2): then no
 //     traversal starts either, and one under way stops at the next window; calls in flight finish
-//     and settle;
+//     and settle. The one read of a paused ring is the pause sweep (sweep.go), every
+//     Config.PauseSweepEvery (an hour): rows are only checked against their markers, so that a
+//     bucket kept through a long pause is carried before its handled rows' markers expire;
 //   - the operator paused its impl type;
 //   - the circuit breaker of its impl type is open (breaker.go): at least half of the last 50
 //     executions of the type (20 at least) were transient; after a cool-off of 10 s (doubling

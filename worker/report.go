@@ -12,6 +12,7 @@ import (
 // left unfinished and the rows it left. Instance finishers add to it concurrently.
 type pass struct {
 	finishers sync.WaitGroup // instance finishers: their buckets' last rows, then deletes
+	sweep     bool           // a pause sweep (sweep.go): rows are checked against markers only
 
 	mu     sync.Mutex
 	oldest time.Time // zero: every readable window finished

@@ -53,7 +53,7 @@ func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Tra
 	}
 	if field := s.finishedBy(m, found, t); field != nil {
 		s.count(field)
-		if m.Expiring(t.Copy(), markerRenewal) {
+		if m.Expiring(t.Copy(), carryMargin) {
 			run.expiring.Store(true)
 		}
 		return true, nil

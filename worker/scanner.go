@@ -53,6 +53,7 @@ type Scanner struct {
 	kept      keptLog
 	fit       fitLog
 	backlog   backlog
+	sweeps    pauseSweeps
 }
 
 // txKey names one step of one transaction, the unit of a STRICT marker.

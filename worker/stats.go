@@ -54,6 +54,9 @@ type Stats struct {
 	// HeldPaused counts rows left for a later pass because the operator paused the ring or
 	// their impl type: no attempt used, no marker written.
 	HeldPaused uint64
+	// PauseSweeps counts the traversals of a paused ring that only checked rows against their
+	// markers, so that kept buckets are carried before those markers expire.
+	PauseSweeps uint64
 	// BreakerRefused counts executions the circuit breaker of their impl type did not let start
 	// (calls it saved a downstream that was failing): the row stays, its attempt unused.
 	BreakerRefused uint64

@@ -19,9 +19,12 @@ type CycleResult struct {
 	Windows   int // readable windows visited
 	Instances int // instance markers found in the lease's ranges
 	// Paused: the operator paused the ring, so the cycle traversed nothing (or stopped when the
-	// pause came).
+	// pause came), unless it was a pause sweep.
 	Paused bool
-	Stats  Stats
+	// Swept: the ring is paused and this cycle was the pause sweep (see Cycle): rows were read
+	// and checked against their markers, none was executed.
+	Swept bool
+	Stats Stats
 }
 
 // Progress reports whether the cycle changed anything for good: a step COMMITTED, a failure
@@ -40,7 +43,8 @@ func (r CycleResult) Progress() bool {
 // instance; failures inside a bucket only keep that bucket for a later pass.
 //
 // A ring the operator paused is not traversed: the cycle returns at once with Paused set, or
-// stops at the next window (its rows are held) when the pause comes while it runs.
+// stops at the next window (its rows are held) when the pause comes while it runs. The one
+// exception is the pause sweep, once every Config.PauseSweepEvery of a pause (see sweep.go).
 func (s *Scanner) Cycle(ctx context.Context) (CycleResult, error) {
 	before := s.Stats()
 	var res CycleResult
@@ -50,8 +54,12 @@ func (s *Scanner) Cycle(ctx context.Context) (CycleResult, error) {
 	defer func() { s.refusals.flush(s, s.now()) }()
 	if c := s.controls(); c != nil && c.Paused {
 		res.Paused = true
+		if s.sweeps.due(s.now(), s.cfg.PauseSweepEvery) {
+			return s.sweepCycle(ctx, res, before)
+		}
 		return res, nil
 	}
+	s.sweeps.resumed()
 	p := &pass{}
 	err := s.traverse(ctx, &res, p)
 	var dir directoryPass
@@ -165,7 +173,7 @@ func (s *Scanner) scanWindow(ctx context.Context, w window.Window, res *CycleRes
 	if err != nil {
 		return s.refused(err)
 	}
-	if c := s.controls(); c != nil && c.Paused {
+	if c := s.controls(); c != nil && c.Paused && !p.sweep {
 		return errRingPaused
 	}
 	for _, rg := range l.Ranges {
@@ -233,7 +241,7 @@ func (s *Scanner) startInstance(ctx context.Context, w window.Window, in cassand
 	runs := make([]*bucketRun, 0, len(buckets))
 	var stopErr error
 	for _, b := range buckets {
-		run, err := s.streamBucket(ctx, cassandra.BucketKey{Window: w, InstanceID: in.ID, Bucket: b}, in.Token)
+		run, err := s.streamBucket(ctx, cassandra.BucketKey{Window: w, InstanceID: in.ID, Bucket: b}, in.Token, p.sweep)
 		runs = append(runs, run)
 		if err != nil {
 			stopErr = err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,37 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("case %d: Validate() = %v, want ErrInvalidConfig", i, err)
 		}
+	}
+}
+
+// TestMarkerRetentionMustExceedTwiceTheCarryMargin: a retention at or below two carry margins
+// would have every kept bucket carried the first time it is seen; it is refused with an error
+// naming both figures. The pause sweep must come at least twice within the margin.
+func TestMarkerRetentionMustExceedTwiceTheCarryMargin(t *testing.T) {
+	base := Config{Region: "eu", Cluster: "c1", Service: "orders", WorkerID: "w"}
+	for _, retention := range []time.Duration{time.Second, 24 * time.Hour, 2 * carryMargin} {
+		c := base
+		c.MarkerRetention = retention
+		err := c.Validate()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), retention.String()) ||
+			!strings.Contains(err.Error(), carryMargin.String()) || !strings.Contains(err.Error(), "MarkerRetention") {
+			t.Errorf("retention %v: Validate() = %v; want ErrInvalidConfig naming the retention, the carry margin and the setting", retention, err)
+		}
+	}
+	c := base
+	c.MarkerRetention = 2*carryMargin + time.Second
+	if err := c.Validate(); err != nil {
+		t.Errorf("retention just over two carry margins: %v", err)
+	}
+	for _, every := range []time.Duration{-time.Second, carryMargin/2 + time.Second} {
+		c := base
+		c.PauseSweepEvery = every
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("pause sweep every %v: Validate() = %v, want ErrInvalidConfig", every, err)
+		}
+	}
+	if d := base.WithDefaults(); d.PauseSweepEvery != time.Hour {
+		t.Errorf("pause sweep default %v, want an hour", d.PauseSweepEvery)
 	}
 }
 

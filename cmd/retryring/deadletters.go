@@ -254,7 +254,7 @@ func runReplay(ctx context.Context, w io.Writer, st *cassandra.Store, rec *recor
 	enc := json.NewEncoder(w)
 	o.Each = func(d cassandra.DeadLetter, out deadletter.Outcome, key cassandra.BucketKey) {
 		where := ""
-		if out == deadletter.Replayed {
+		if out == deadletter.Replayed || out == deadletter.Unmarked {
 			where = key.Window.String()
 		}
 		if output == "json" {
@@ -271,8 +271,11 @@ func runReplay(ctx context.Context, w io.Writer, st *cassandra.Store, rec *recor
 	if o.DryRun {
 		verb = "would replay"
 	}
-	summary := fmt.Sprintf("%s %d of %d matching dead letters (given up on before %s); %d replayed before, %d already done",
-		verb, res.Replayed, res.Matched, res.Started.UTC().Format(time.RFC3339), res.AlreadyReplayed, res.AlreadyDone)
+	summary := fmt.Sprintf("%s %d of %d matching dead letters (given up on before %s); %d replayed before, %d already done, %d superseded by a newer copy (not copied again)",
+		verb, res.Replayed, res.Matched, res.Started.UTC().Format(time.RFC3339), res.AlreadyReplayed, res.AlreadyDone, res.Superseded)
+	if res.Unmarked > 0 {
+		summary += fmt.Sprintf("; %d copied but not marked: the dead letter was purged or given up on again meanwhile", res.Unmarked)
+	}
 	if res.Matched == 0 && err == nil {
 		summary = "no dead letter matches these filters: nothing to replay"
 	}

@@ -47,7 +47,7 @@ func (p *replay) start(ctx context.Context, r *runner) {
 			res, err = deadletter.Replay(ctx, r.store, rec, f, deadletter.ReplayOptions{
 				ID: replayID, Now: r.now,
 				Each: func(d cassandra.DeadLetter, o deadletter.Outcome, _ cassandra.BucketKey) {
-					if o == deadletter.Replayed {
+					if o == deadletter.Replayed || o == deadletter.Unmarked { // both wrote a copy that runs
 						p.mu.Lock()
 						p.ids[d.Transaction.ID] = true
 						p.mu.Unlock()
