@@ -7,8 +7,9 @@ BIN := bin
 GOLANGCI_LINT_VERSION := v2.15.0
 export CASSANDRA_COMMITLOG_SYNC ?= batch
 export CASSANDRA_TOMBSTONE_WARN ?= 100
-# Go test timeout for the whole suite of one package; `make test` must stay under 35 minutes.
-TEST_TIMEOUT ?= 20m
+# Go test timeout for the whole suite of one package. The worker package took 19 min once at a load
+# average of 11 (its 100,000-row tombstone acceptance test alone 16 min); alone it takes 6-10.
+TEST_TIMEOUT ?= 30m
 
 .PHONY: all build test test-unit test-go lint vet fmt demo chaos bench bench-ring clean \
         cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium
