@@ -119,7 +119,7 @@ func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Tra
 	s.breakers.settle(ticket, out.Kind == Transient, s.now())
 	settled = true
 
-	settle := s.settleOn(token, held)
+	settle := s.settleOn(token, held, t.ID)
 	switch out.Kind {
 	case Done:
 		s.count(&s.stats.Done)
@@ -362,7 +362,7 @@ const settleMargin = 100 * time.Millisecond
 // released that epoch or left, which the lease client does only after Drain, and Drain waits for
 // this row (runRow registered it in flight); or after the lease expired. Refusing here instead
 // would leave an executed step unmarked, and a later pass would execute it again.
-func (s *Scanner) settleOn(token int64, held lease.Lease) settleFunc {
+func (s *Scanner) settleOn(token int64, held lease.Lease, transactionID string) settleFunc {
 	check := func(need time.Duration) (lease.Lease, error) {
 		l, err := s.guard.CheckToken(token, need)
 		if err == nil || !errors.Is(err, lease.ErrTokenNotLeased) && !errors.Is(err, lease.ErrNoLease) {
@@ -380,6 +380,8 @@ func (s *Scanner) settleOn(token int64, held lease.Lease) settleFunc {
 			if err == nil || try == settleTries || !settleRetriable(err) {
 				return err
 			}
+			s.log.Info().Err(err).Str("transaction_id", transactionID).Int("try", try).
+				Msg("a write settling an executed row failed; trying it again")
 		}
 	}
 }

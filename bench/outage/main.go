@@ -74,6 +74,7 @@ func main() {
 		}
 		fmt.Println(r)
 		fmt.Println(r.repeatReport)
+		fmt.Printf("%s settling writes tried again, per worker: %v\n", r.name, r.retriedWrites)
 		for _, l := range r.logLines {
 			fmt.Println("  " + l)
 		}
@@ -96,6 +97,9 @@ type result struct {
 	// workers' log lines that name a repeated step's transaction.
 	repeatReport string
 	logLines     []string
+	// retriedWrites counts, per worker, the settling writes it had to try again (its log lines
+	// saying so): what a stall costs when the worker still holds its lease.
+	retriedWrites map[string]int
 }
 
 // runOptions are the flags one variant runs with.
@@ -212,6 +216,7 @@ func run(ctx context.Context, f benchkit.Flags, bin string, v variant, o runOpti
 	// holder bound's margins: 15 s still counts as that fault's.
 	res.repeatReport = repeatReport(v.name, repeats, faults.all(), start, 15*time.Second)
 	res.logLines = logLinesOf(c, repeats, 8)
+	res.retriedWrites = countLogLines(c, retriedWriteMessage)
 	res.early = len(downstream.EarlyCalls(execs, 1, worker.DefaultMaxRetryDelay))
 	res.most, res.mostKey = downstream.CallsPerStep(execs)
 	return res, nil
@@ -225,6 +230,22 @@ func watchExit(ctx context.Context, w *proc.Worker, faults *faultLog) {
 		now := time.Now()
 		faults.add(fault{kind: "worker exit", who: w.ID, start: now, end: now})
 	}
+}
+
+// retriedWriteMessage is the worker's log message for a settling write it tries again.
+const retriedWriteMessage = "a write settling an executed row failed; trying it again"
+
+// countLogLines counts, per worker, the lines of its log that contain msg.
+func countLogLines(c *proc.Cluster, msg string) map[string]int {
+	out := map[string]int{}
+	for _, w := range c.Workers() {
+		b, err := os.ReadFile(w.LogPath())
+		if err != nil {
+			continue
+		}
+		out[w.ID] = strings.Count(string(b), msg)
+	}
+	return out
 }
 
 // logLinesOf returns the workers' log lines that name the transaction of a repeat, at most max
