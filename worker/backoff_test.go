@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,6 +77,18 @@ func (f *faultyStore) SetFloor(ctx context.Context, id, span string, c cassandra
 	}
 	return f.Store.SetFloor(ctx, id, span, c, retention)
 }
+
+func (f *faultyStore) InsertTransaction(ctx context.Context, b cassandra.BucketKey, t cassandra.Transaction) error {
+	if f.fails("copy", t.ID) {
+		return errTimedOut
+	}
+	return f.Store.InsertTransaction(ctx, b, t)
+}
+
+// errTimedOut is what a write in flight while its worker was stalled (SIGSTOP, a long GC pause)
+// returns when the worker resumes: the driver's timer fired during the stall, before the answer
+// that sat in the socket was read.
+var errTimedOut = errors.New("gocql: no response received from cassandra within timeout period")
 
 // scannerOn is a scanner of cfg on store, holding the whole ring for a day.
 func (e *env) scannerOn(store Store, cfg Config, ex Executor) *Scanner {
@@ -264,7 +277,7 @@ func waitMarkerState(t *testing.T, e *env, id, want string) {
 }
 
 // TestCrashBetweenCopyAndFloor: the copy of a failed row is written but its floor is not (the
-// worker died, or the write failed). The row is then executed once more, which is the one
+// worker died, or the write failed every time it was tried). The row is then executed once more, which is the one
 // exception invariant 9 allows, and leaves at most one more copy; both copies sit at the same
 // place among the step's copies, so whichever runs first settles the other. Nothing is lost.
 func TestCrashBetweenCopyAndFloor(t *testing.T) {
@@ -272,7 +285,7 @@ func TestCrashBetweenCopyAndFloor(t *testing.T) {
 	w := e.win(window.DateOf(noon), 740)
 	e.record("pod-a", w, 100, "x")
 	store := newFaultyStore(e.store)
-	store.failOn("floor", "x", 1)
+	store.failOn("floor", "x", settleTries) // every try of the first pass
 	ex := &recordingExecutor{answer: unavailable}
 	sc := e.scannerOn(store, e.config("w0"), ex)
 	e.clock.Set(w.End().Add(DefaultMaxClockOffset + time.Second))
@@ -305,6 +318,46 @@ func TestCrashBetweenCopyAndFloor(t *testing.T) {
 		t.Errorf("marker of x: %+v, %v; want COMMITTED", m, ok)
 	}
 	e.assertDrained(DefaultMaxClockOffset)
+}
+
+// TestTimedOutSettlingWriteDoesNotRepeatTheCall: a row was called and answered 503, and one of
+// the writes that record it again then timed out, as the writes in flight of a worker SIGSTOPped
+// for a few seconds do when it resumes (figure 7's repeated attempts): here the floor of x and the
+// tier-5 copy of y. The worker still holds its lease and still knows the answer, so the write is
+// tried again and the row is finished; later passes over the bucket call nobody. Calling x or y
+// again at the same attempt would be load on a service that is down, and not the crash invariant 9
+// excuses.
+func TestTimedOutSettlingWriteDoesNotRepeatTheCall(t *testing.T) {
+	e := newEnv(t, 1, noon)
+	w := e.win(window.DateOf(noon), 745)
+	e.record("pod-a", w, 100, "x", "y", "z")
+	store := newFaultyStore(e.store)
+	store.failOn("floor", "x", 1)
+	store.failOn("copy", "y", 1)
+	ex := &recordingExecutor{answer: unavailable}
+	sc := e.scannerOn(store, e.config("w0"), ex)
+	e.clock.Set(w.End().Add(DefaultMaxClockOffset + time.Second))
+	for pass := 0; pass < 3; pass++ {
+		if _, err := sc.Cycle(context.Background()); err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		e.clock.Advance(10 * time.Second) // still before any copy's window
+	}
+	for id, n := range ex.runs() {
+		if n != 1 {
+			t.Errorf("%s was called %d times at attempt 0 during the outage, want once (its settling write timed out once)", id, n)
+		}
+	}
+	for _, id := range []string{"x", "y", "z"} {
+		if m, ok := e.marker(id); !ok || !m.HasFloor || m.Floor != (cassandra.Copy{Attempt: 1}) {
+			t.Errorf("marker of %s: %+v, %v; want its floor at r0/a1", id, m, ok)
+		}
+	}
+	for _, id := range []string{"x", "y", "z"} {
+		if c := e.copiesOf(id); len(c) != 1 || !strings.HasSuffix(c[0], "r0/a1") {
+			t.Errorf("%s has rows %v; want only its copy at r0/a1 (the original bucket finished and deleted)", id, c)
+		}
+	}
 }
 
 // TestKeptBucketIsCarriedBeforeItsMarkersExpire: a bucket kept until the markers of its handled

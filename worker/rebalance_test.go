@@ -58,7 +58,7 @@ func TestSettleRefusedOnceTheRunningLeaseExpired(t *testing.T) {
 	held := lease.Lease{Epoch: 1, Ranges: lease.Ranges{lease.FullRing}, TTL: time.Second, ValidFrom: noon}
 	g.Set(lease.Lease{Epoch: 2, Ranges: lease.Ranges{{Start: 1, End: 2}}, TTL: time.Minute, ValidFrom: noon})
 	sc := &Scanner{cfg: Config{QueryTimeout: 200 * time.Millisecond, Clock: clock}.WithDefaults(), guard: g, inflight: newInflight()}
-	settle := sc.settleOn(42, held)
+	settle := sc.settleOn(42, held, "x")
 	ran := 0
 	write := func(context.Context) error { ran++; return nil }
 	if err := settle(context.Background(), write); err != nil || ran != 1 {

@@ -119,7 +119,7 @@ func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Tra
 	s.breakers.settle(ticket, out.Kind == Transient, s.now())
 	settled = true
 
-	settle := s.settleOn(token, held)
+	settle := s.settleOn(token, held, t.ID)
 	switch out.Kind {
 	case Done:
 		s.count(&s.stats.Done)
@@ -362,7 +362,7 @@ const settleMargin = 100 * time.Millisecond
 // released that epoch or left, which the lease client does only after Drain, and Drain waits for
 // this row (runRow registered it in flight); or after the lease expired. Refusing here instead
 // would leave an executed step unmarked, and a later pass would execute it again.
-func (s *Scanner) settleOn(token int64, held lease.Lease) settleFunc {
+func (s *Scanner) settleOn(token int64, held lease.Lease, transactionID string) settleFunc {
 	check := func(need time.Duration) (lease.Lease, error) {
 		l, err := s.guard.CheckToken(token, need)
 		if err == nil || !errors.Is(err, lease.ErrTokenNotLeased) && !errors.Is(err, lease.ErrNoLease) {
@@ -373,8 +373,41 @@ func (s *Scanner) settleOn(token int64, held lease.Lease) settleFunc {
 		}
 		return lease.Lease{}, err
 	}
-	return func(ctx context.Context, fn func(ctx context.Context) error) error {
-		return s.run(ctx, tokenScope(token), s.cfg.QueryTimeout, check,
-			func(ctx context.Context, _ lease.Lease) error { return fn(ctx) })
+	return func(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+		for try := 1; ; try++ {
+			err = s.run(ctx, tokenScope(token), s.cfg.QueryTimeout, check,
+				func(ctx context.Context, _ lease.Lease) error { return fn(ctx) })
+			if err == nil || try == settleTries || !settleRetriable(err) {
+				return err
+			}
+			s.log.Info().Err(err).Str("transaction_id", transactionID).Int("try", try).
+				Msg("a write settling an executed row failed; trying it again")
+		}
+	}
+}
+
+// settleTries is how many times a write that settles an executed row is tried. Giving up after one
+// failure throws away an outcome the worker holds in memory: the row stays unfinished, and the next
+// pass calls the step again at the same attempt (a repeated attempt, load on a service that may be
+// down) or, when the copy was written and its floor was not, leaves one more copy. The commonest
+// such failure is a worker stalled for a few seconds (SIGSTOP, a long GC pause, figure 7): its
+// driver's timers fire during the stall, so every write it had in flight fails with a timeout when
+// it resumes, while its lease still has seconds left. Trying again is safe: every settling write
+// is idempotent (a floor never goes down), and each try asks the guard again, so none outlives the
+// lease. A write that still fails, or a lease that is gone, leaves the row as a crash would: the
+// one extra execution invariant 9 allows.
+const settleTries = 3
+
+// settleRetriable reports whether a settling write that failed with err may be tried again: a
+// failed query, or a refusal only because the goroutine stalled between the guard's check and the
+// write. Not a refusal of the guard itself, nor a context that ended (the copy's window deadline).
+func settleRetriable(err error) bool {
+	switch {
+	case errors.Is(err, errStalled):
+		return true
+	case lease.IsGuardError(err), errors.Is(err, ErrStopped):
+		return false
+	default:
+		return true
 	}
 }

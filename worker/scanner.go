@@ -117,6 +117,12 @@ func (s *Scanner) failed(err error) error {
 	return err
 }
 
+// errStalled marks the refusal of an operation whose goroutine stalled past the operation's
+// deadline between the guard's check and its start: the lease may have ended meanwhile, or may
+// not, so a new check decides whether to try again (settleOn does, for the writes that settle a
+// call).
+var errStalled = errors.New("stalled past the operation's deadline after the guard's check")
+
 // run is the one way the worker touches Cassandra or an executor: it registers the operation for
 // Drain, asks the guard (check) for an operation of need, and runs fn bounded by need.
 func (s *Scanner) run(ctx context.Context, scope opScope, need time.Duration,
@@ -146,7 +152,7 @@ func (s *Scanner) run(ctx context.Context, scope opScope, need time.Duration,
 	}
 	if !time.Now().Before(deadline) {
 		// Stalled past the deadline between the check and here: the lease may have ended.
-		return s.refused(fmt.Errorf("%w: stalled past the operation's deadline after the guard's check", lease.ErrLeaseTooShort))
+		return s.refused(fmt.Errorf("%w: %w", lease.ErrLeaseTooShort, errStalled))
 	}
 	return s.failed(fn(opCtx, l))
 }

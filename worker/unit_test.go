@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -228,6 +229,28 @@ func TestStatsSnapshotAndSubCoverEveryField(t *testing.T) {
 		}
 		if dv.Field(i).Uint() != want {
 			t.Errorf("Sub: %s = %d, want %d", v.Type().Field(i).Name, dv.Field(i).Uint(), want)
+		}
+	}
+}
+
+// TestSettleRetriable: a settling write is tried again after a failed query or a stall between
+// the guard's check and the write, never after a refusal of the guard itself or a stop.
+func TestSettleRetriable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("gocql: no response received from cassandra within timeout period"), true},
+		{context.DeadlineExceeded, true},
+		{fmt.Errorf("%w: %w", lease.ErrLeaseTooShort, errStalled), true},
+		{lease.ErrLeaseTooShort, false},
+		{lease.ErrLeaseExpired, false},
+		{lease.ErrNoLease, false},
+		{lease.ErrTokenNotLeased, false},
+		{fmt.Errorf("%w: %w", ErrStopped, context.DeadlineExceeded), false},
+	} {
+		if got := settleRetriable(c.err); got != c.want {
+			t.Errorf("settleRetriable(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }

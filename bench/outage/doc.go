@@ -9,5 +9,13 @@
 // variant is a name and worker flags, e.g. "breaker=" (the default worker) and
 // "no-breaker=--no-breaker".
 //
+// To explain a repeated attempt, it records the run's faults (the SIGSTOP's start and end, the
+// leader kill until a leader is known again, any worker that exits by itself) and prints, per
+// repeat, both calls (worker, lease epoch, window, attempt, times since the outage began, answer),
+// the fault nearest the end of the first call, the count of repeats per fault, and the workers' log
+// lines naming its transaction; and, per worker, the settling writes it had to try again.
+// -drain-wait bounds the wait after the recovery (a diagnostic run need not drain), -keep-logs keeps
+// the processes' logs, -log-level sets theirs.
+//
 //	go run ./bench/outage -count 20000 -outage 5m -variant breaker= -variant no-breaker=--no-breaker
 package main

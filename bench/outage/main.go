@@ -38,6 +38,9 @@ func main() {
 	workers := flag.Int("workers", 3, "retry workers")
 	stop := flag.Duration("sigstop", 4*time.Second, "how long one worker is SIGSTOPped, a minute into the outage")
 	binary := flag.String("binary", "", "retryring binary (default: build it)")
+	drainWait := flag.Duration("drain-wait", 30*time.Minute, "how long to wait after the recovery for every step to be done")
+	keepLogs := flag.Bool("keep-logs", false, "keep the processes' logs (the directory is printed) instead of removing them")
+	logLevel := flag.String("log-level", "", "the coordinators' and workers' --log-level (default: theirs)")
 	var vs variants
 	flag.Var(&vs, "variant", "name=worker flags (repeatable); default one run with the default worker")
 	flag.Parse()
@@ -63,11 +66,18 @@ func main() {
 		}
 	}
 	for _, v := range vs {
-		r, err := run(ctx, f, bin, v, *count, *outage, *workers, *stop)
+		o := runOptions{count: *count, outage: *outage, workers: *workers, stop: *stop,
+			drainWait: *drainWait, keepLogs: *keepLogs, logLevel: *logLevel}
+		r, err := run(ctx, f, bin, v, o)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", v.name, err))
 		}
 		fmt.Println(r)
+		fmt.Println(r.repeatReport)
+		fmt.Printf("%s settling writes tried again, per worker: %v\n", r.name, r.retriedWrites)
+		for _, l := range r.logLines {
+			fmt.Println("  " + l)
+		}
 	}
 }
 
@@ -83,6 +93,23 @@ type result struct {
 	mostKey                           string
 	recoveryToDrained                 time.Duration
 	totalCalls, doneSteps, notDoneYet int
+	// repeatReport places every repeated attempt against the run's faults; logLines are the
+	// workers' log lines that name a repeated step's transaction.
+	repeatReport string
+	logLines     []string
+	// retriedWrites counts, per worker, the settling writes it had to try again (its log lines
+	// saying so): what a stall costs when the worker still holds its lease.
+	retriedWrites map[string]int
+}
+
+// runOptions are the flags one variant runs with.
+type runOptions struct {
+	count        int
+	outage, stop time.Duration
+	workers      int
+	drainWait    time.Duration
+	keepLogs     bool
+	logLevel     string
 }
 
 func (r result) String() string {
@@ -92,13 +119,17 @@ func (r result) String() string {
 		r.recoveryToDrained.Round(time.Second), r.doneSteps, r.notDoneYet, r.totalCalls)
 }
 
-func run(ctx context.Context, f benchkit.Flags, bin string, v variant, count int, outage time.Duration, workers int, stop time.Duration) (result, error) {
-	res := result{name: v.name, count: count}
+func run(ctx context.Context, f benchkit.Flags, bin string, v variant, o runOptions) (result, error) {
+	res := result{name: v.name, count: o.count}
 	dir, err := os.MkdirTemp("", "outage-bench-")
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
+	if o.keepLogs {
+		fmt.Fprintf(os.Stderr, "%s: logs in %s\n", v.name, dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	g, err := proc.GroupIn(dir)
 	if err != nil {
 		return res, err
@@ -106,8 +137,8 @@ func run(ctx context.Context, f benchkit.Flags, bin string, v variant, count int
 	defer g.Close()
 	ks := benchkit.KeyspaceName("outage")
 	c, err := proc.StartCluster(ctx, g, proc.Options{
-		Binary: bin, Workers: workers, Cassandra: f.Addr, Keyspace: ks, Concurrency: 16,
-		WorkerArgs: strings.Fields(v.flags),
+		Binary: bin, Workers: o.workers, Cassandra: f.Addr, Keyspace: ks, Concurrency: 16,
+		WorkerArgs: strings.Fields(v.flags), LogLevel: o.logLevel,
 		Downstream: downstream.Config{Latency: 40 * time.Millisecond},
 	})
 	if err != nil {
@@ -119,31 +150,43 @@ func run(ctx context.Context, f benchkit.Flags, bin string, v variant, count int
 		return res, err
 	}
 	c.Downstream.SetUnavailable(true)
-	batch, err := c.Record(ctx, proc.RecordOptions{Count: count, Instances: 20, Backdate: 2 * time.Minute})
+	batch, err := c.Record(ctx, proc.RecordOptions{Count: o.count, Instances: 20, Backdate: 2 * time.Minute})
 	if err != nil {
 		return res, err
 	}
 	start := time.Now()
+	var faults faultLog
+	watch, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	for _, w := range c.Workers() {
+		go watchExit(watch, w, &faults)
+	}
 	// A minute in, one worker pauses (SIGSTOP) and then the leader dies.
 	if sleepUntil(ctx, start.Add(time.Minute)) {
 		w := c.Workers()[len(c.Workers())-1]
+		t0 := time.Now()
 		if err := w.Stop(); err == nil {
-			sleepUntil(ctx, time.Now().Add(stop))
+			sleepUntil(ctx, time.Now().Add(o.stop))
 			_ = w.Cont()
+			faults.add(fault{kind: "sigstop", who: w.ID, start: t0, end: time.Now()})
 		}
 	}
 	if sleepUntil(ctx, start.Add(90*time.Second)) {
 		if leader, err := c.WaitLeader(ctx); err == nil {
+			t0 := time.Now()
 			_ = leader.Kill9()
 			_ = c.RestartCoordinator(ctx, leader)
+			// The fault ends when a leader is known again (the restarted node or another).
+			_, _ = c.WaitLeader(ctx)
+			faults.add(fault{kind: "leader kill", who: leader.ID, start: t0, end: time.Now()})
 		}
 	}
-	sleepUntil(ctx, start.Add(outage))
+	sleepUntil(ctx, start.Add(o.outage))
 	recovered := time.Now()
 	c.Downstream.SetUnavailable(false)
 
 	ids := batch.IDs()
-	deadline := recovered.Add(30 * time.Minute)
+	deadline := recovered.Add(o.drainWait)
 	for time.Now().Before(deadline) {
 		done := c.Downstream.DoneIDs()
 		n := 0
@@ -159,6 +202,7 @@ func run(ctx context.Context, f benchkit.Flags, bin string, v variant, count int
 		time.Sleep(time.Second)
 	}
 	res.recoveryToDrained = time.Since(recovered)
+	stopWatch()
 	execs := c.Downstream.Executions()
 	res.totalCalls = len(execs)
 	for _, e := range execs {
@@ -166,10 +210,64 @@ func run(ctx context.Context, f benchkit.Flags, bin string, v variant, count int
 			res.outageCalls++
 		}
 	}
-	res.repeated = len(downstream.RepeatedAttempts(execs))
+	repeats := downstream.RepeatedAttempts(execs)
+	res.repeated = len(repeats)
+	// A fault's lease consequences last up to a TTL past its end (the default 10 s), plus the
+	// holder bound's margins: 15 s still counts as that fault's.
+	res.repeatReport = repeatReport(v.name, repeats, faults.all(), start, 15*time.Second)
+	res.logLines = logLinesOf(c, repeats, 8)
+	res.retriedWrites = countLogLines(c, retriedWriteMessage)
 	res.early = len(downstream.EarlyCalls(execs, 1, worker.DefaultMaxRetryDelay))
 	res.most, res.mostKey = downstream.CallsPerStep(execs)
 	return res, nil
+}
+
+// watchExit records a worker that exits by itself (a crash) as a fault of the run.
+func watchExit(ctx context.Context, w *proc.Worker, faults *faultLog) {
+	select {
+	case <-ctx.Done():
+	case <-w.Exited():
+		now := time.Now()
+		faults.add(fault{kind: "worker exit", who: w.ID, start: now, end: now})
+	}
+}
+
+// retriedWriteMessage is the worker's log message for a settling write it tries again.
+const retriedWriteMessage = "a write settling an executed row failed; trying it again"
+
+// countLogLines counts, per worker, the lines of its log that contain msg.
+func countLogLines(c *proc.Cluster, msg string) map[string]int {
+	out := map[string]int{}
+	for _, w := range c.Workers() {
+		b, err := os.ReadFile(w.LogPath())
+		if err != nil {
+			continue
+		}
+		out[w.ID] = strings.Count(string(b), msg)
+	}
+	return out
+}
+
+// logLinesOf returns the workers' log lines that name the transaction of a repeat, at most max
+// per repeat: what the worker said about the row between its two calls.
+func logLinesOf(c *proc.Cluster, repeats []downstream.Retry, max int) []string {
+	var out []string
+	for _, r := range repeats {
+		n := 0
+		for _, w := range c.Workers() {
+			b, err := os.ReadFile(w.LogPath())
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if n < max && strings.Contains(line, `"`+r.Exec.TransactionID+`"`) {
+					out = append(out, w.ID+": "+line)
+					n++
+				}
+			}
+		}
+	}
+	return out
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {

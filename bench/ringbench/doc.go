@@ -25,6 +25,10 @@
 // server's OnClose fires. rsocket-go's server keeps a 90 s read deadline whatever the client's
 // SETUP says, so this takes about 90 s, and costs that once for all its clients.
 //
+// -timing old,new measures each lease timing on a cluster of its own, one after the other, in one
+// run (old: TTL 3 s, renewal 1 s, the default before issue 9; new: the defaults since), and adds a
+// table with both side by side; the baseline runs once, beside the first.
+//
 // It prints a markdown table (median, p99, min, max per figure) with the command, the machine and
 // the load average, then every raw value. It never asserts on a timing: a trial whose end point is
 // not reached within a generous bound is reported as timed out, and the run goes on.
@@ -39,4 +43,5 @@
 //
 //	go run ./bench/ringbench                 # 20 trials per figure, ~10 minutes on 2 cores
 //	go run ./bench/ringbench -trials 3 -figures kill -baseline-clients 0
+//	go run ./bench/ringbench -timing old,new -trials 10 -max-run 40m
 package main

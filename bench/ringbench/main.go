@@ -28,7 +28,7 @@ type options struct {
 	baselineClients int
 	baselineBound   time.Duration
 	retryring       string
-	ttl, renewal    time.Duration
+	timings         []timingSpec
 	silence         time.Duration
 	probeBackoffMax time.Duration
 	poll            time.Duration
@@ -42,7 +42,8 @@ func main() {
 		os.Exit(runBaselineClient(os.Args[2], os.Args[3]))
 	}
 	var o options
-	var figures string
+	var figures, timings string
+	var ttl, renewal time.Duration
 	fs := flag.NewFlagSet("ringbench", flag.ExitOnError)
 	fs.IntVar(&o.trials, "trials", 20, "trials per figure")
 	fs.IntVar(&o.probes, "probes", 8, "lease-only worker processes (bench/leaseprobe)")
@@ -51,8 +52,9 @@ func main() {
 	fs.IntVar(&o.baselineClients, "baseline-clients", 5, "SIGSTOPped clients of the plain rsocket-go server, run in parallel with the trials (0: no baseline)")
 	fs.DurationVar(&o.baselineBound, "baseline-bound", 150*time.Second, "how long the baseline waits for the server to notice a stopped client")
 	fs.StringVar(&o.retryring, "retryring", "", "retryring binary (default: build ./cmd/retryring of this module)")
-	fs.DurationVar(&o.ttl, "lease-ttl", 0, "coordinators' --lease-ttl (0: their default)")
-	fs.DurationVar(&o.renewal, "lease-renewal", 0, "coordinators' --lease-renewal (0: their default)")
+	fs.DurationVar(&ttl, "lease-ttl", 0, "coordinators' --lease-ttl (0: their default), when -timing is not given")
+	fs.DurationVar(&renewal, "lease-renewal", 0, "coordinators' --lease-renewal (0: their default), when -timing is not given")
+	fs.StringVar(&timings, "timing", "", "lease timings to measure one after the other, each on a cluster of its own: old (TTL 3s, renewal 1s), new (the defaults), NAME=TTL/RENEWAL; e.g. old,new")
 	fs.DurationVar(&o.silence, "silence-timeout", 0, "coordinators' --silence-timeout (0: their default)")
 	fs.DurationVar(&o.probeBackoffMax, "probe-backoff-max", 0, "the probes' lease client Backoff.Max (0: its default, leaseclient.DefaultBackoffMax)")
 	fs.DurationVar(&o.poll, "poll", 10*time.Millisecond, "period of every poll of /v1/ring and of the probes' event streams")
@@ -69,6 +71,10 @@ func main() {
 		default:
 			fail(fmt.Errorf("-figures: unknown %q", f))
 		}
+	}
+	var err error
+	if o.timings, err = parseTimings(timings, ttl, renewal); err != nil {
+		fail(err)
 	}
 	if o.trials < 1 || o.probes < 2 || o.coordinators < 3 {
 		fail(fmt.Errorf("need -trials ≥ 1, -probes ≥ 2 (a takeover needs a survivor), -coordinators ≥ 3 (a leader kill needs a quorum left)"))
@@ -117,54 +123,37 @@ func run(ctx context.Context, o options) (err error) {
 		go func() { baseDone <- b.run(ctx) }()
 	}
 
-	g, err := proc.GroupIn(dir)
-	if err != nil {
-		return err
-	}
-	defer g.Close()
-	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer scancel()
-	pc, err := proc.StartCluster(sctx, g, proc.Options{
-		Binary: bins.retryring, Coordinators: o.coordinators, Workers: -1, Ring: ring,
-		LeaseTTL: o.ttl, LeaseRenewal: o.renewal, CoordinatorArgs: coordArgs(o), ViewTimeout: viewTimeout,
-	})
-	if err != nil {
-		return err
-	}
-	c := &cluster{Cluster: pc, probeBin: bins.probe, probeArgs: probeArgs(o)}
-	defer c.Close()
-	for range o.probes {
-		if _, err := c.addProbe(sctx); err != nil {
-			return err
+	var runs []timingRun
+	var trialErr error
+	for _, spec := range o.timings {
+		logf("timing %s", spec)
+		res, err := runTiming(ctx, o, spec, dir, bins)
+		if err != nil {
+			trialErr = fmt.Errorf("timing %s: %w", spec.name, err)
+			logf("%v", trialErr)
+		}
+		if res != nil {
+			runs = append(runs, timingRun{spec: spec, res: res})
+		}
+		if err != nil {
+			break
 		}
 	}
-	if err := c.waitSettled(ctx, settleBound); err != nil {
-		return err
-	}
-	logf("%d coordinators and %d probes settled", o.coordinators, o.probes)
 
-	res := newResults()
-	r := &runner{c: c, res: res, poll: o.poll, renewal: timing(o).Renewal, log: logf}
-	trialErr := runTrials(ctx, r, o)
-	if trialErr != nil {
-		logf("trials stopped: %v", trialErr)
-	}
-	_ = c.Close()
-
-	var base baselineResult
+	base := newResults()
 	if baseDone != nil {
 		logf("waiting for the baseline")
-		base = <-baseDone
-		if base.err != nil {
-			res.note("baseline failed: %v", base.err)
+		b := <-baseDone
+		if b.err != nil {
+			base.note("baseline failed: %v", b.err)
 		}
-		for _, v := range base.vals {
-			res.add(figBaseline, v)
+		for _, v := range b.vals {
+			base.add(figBaseline, v)
 		}
-		res.timeouts[figBaseline] += base.timeouts
+		base.timeouts[figBaseline] += b.timeouts
 	}
 	m.loadEnd = benchkit.LoadAvg()
-	report := renderReport(m, o, res)
+	report := renderReport(m, o, runs, base)
 	fmt.Print(report)
 	if o.out != "" {
 		if werr := os.WriteFile(o.out, []byte(report), 0o644); werr != nil {
@@ -172,6 +161,55 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	return trialErr
+}
+
+// timingRun is the results of one timing.
+type timingRun struct {
+	spec timingSpec
+	res  *results
+}
+
+// runTiming starts a cluster of coordinators on spec's timing and the probes, in a process group
+// of its own under dir, runs every figure's trials on it and stops it. Results come back even
+// when the trials stopped early (with the error), so that what was measured is reported.
+func runTiming(ctx context.Context, o options, spec timingSpec, dir string, bins binaries) (*results, error) {
+	sub, err := os.MkdirTemp(dir, spec.name+"-")
+	if err != nil {
+		return nil, err
+	}
+	g, err := proc.GroupIn(sub)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer scancel()
+	pc, err := proc.StartCluster(sctx, g, proc.Options{
+		Binary: bins.retryring, Coordinators: o.coordinators, Workers: -1, Ring: ring,
+		LeaseTTL: spec.t.TTL, LeaseRenewal: spec.t.Renewal, CoordinatorArgs: coordArgs(o), ViewTimeout: viewTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{Cluster: pc, probeBin: bins.probe, probeArgs: probeArgs(o)}
+	defer c.Close()
+	for range o.probes {
+		if _, err := c.addProbe(sctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.waitSettled(ctx, settleBound); err != nil {
+		return nil, err
+	}
+	logf("%d coordinators and %d probes settled", o.coordinators, o.probes)
+
+	res := newResults()
+	r := &runner{c: c, res: res, poll: o.poll, renewal: spec.t.Renewal, log: logf}
+	err = runTrials(ctx, r, o)
+	if err != nil {
+		logf("trials stopped: %v", err)
+	}
+	return res, err
 }
 
 // runTrials runs every figure's trials, one kind after the other.
@@ -215,11 +253,6 @@ func probeArgs(o options) []string {
 		return []string{"-backoff-max", o.probeBackoffMax.String()}
 	}
 	return nil
-}
-
-// timing is the lease timing the coordinators run with.
-func timing(o options) lease.Timing {
-	return lease.Timing{TTL: o.ttl, Renewal: o.renewal}.WithDefaults()
 }
 
 // silenceTimeout is the coordinators' silence timeout.
