@@ -62,9 +62,9 @@ func twoMembers(t *testing.T) *fsm.State {
 
 func noSends(memberID, uint64) (time.Time, bool) { return time.Time{}, false }
 
-func decide(s *fsm.State, now time.Time, tt termTimes, conns map[memberID]connState, seen map[memberID]bool,
+func decide(s *fsm.State, now time.Time, tt termTimes, conns map[memberID]connState,
 	lastUpTo func(memberID, uint64) (time.Time, bool)) ringDecisions {
-	return decideRing(now, tt, fsm.RingID(testRing), s.Ring(testRing), conns, seen, lastUpTo)
+	return decideRing(now, tt, fsm.RingID(testRing), s.Ring(testRing), conns, lastUpTo)
 }
 
 func live(ids ...memberID) map[memberID]connState {
@@ -80,35 +80,42 @@ func TestDecideJoinsStreamingConnectionsOnly(t *testing.T) {
 	apply(t, s, join("a"))
 	conns := live(mid("a"), mid("b"))
 	conns[mid("c")] = connState{ring: testRing, live: true} // connected, no stream yet
-	d := decide(s, t0, testTimes(), conns, nil, noSends)
+	d := decide(s, t0, testTimes(), conns, noSends)
 	if len(d.joins) != 1 || d.joins[0].WorkerID != "b" {
 		t.Fatalf("joins %+v, want b only (a is active, c does not stream)", d.joins)
 	}
 	apply(t, s, &fsm.Down{Ring: testRing, WorkerID: "a", Incarnation: "a-1"})
-	if d := decide(s, t0, testTimes(), live(mid("a")), nil, noSends); len(d.joins) != 1 || d.joins[0].WorkerID != "a" {
+	if d := decide(s, t0, testTimes(), live(mid("a")), noSends); len(d.joins) != 1 || d.joins[0].WorkerID != "a" {
 		t.Fatalf("a reconnect of a departed member must join again: %+v", d.joins)
 	}
 }
 
-func TestDecideDownWaitsForTheReconnectGraceUnlessSeen(t *testing.T) {
+// TestDecideDownWaitsForTheReconnectWindowEvenIfSeen: within the reconnect window nobody is
+// down, not even a member that came back in this term and lost its connection again (right after a
+// failover, fresh connections drop on a busy leader, and their leases live on); past it, down.
+func TestDecideDownWaitsForTheReconnectWindowEvenIfSeen(t *testing.T) {
 	s := twoMembers(t)
 	tt := testTimes()
 	conns := live(mid("a"))
-	d := decide(s, t0.Add(time.Second), tt, conns, nil, noSends)
+	d := decide(s, t0.Add(time.Second), tt, conns, noSends)
 	if len(d.downs) != 0 || !d.wake.Equal(tt.downAfter()) {
 		t.Fatalf("b has not had its grace yet: downs %+v wake %v", d.downs, d.wake)
 	}
-	d = decide(s, t0.Add(time.Second), tt, conns, map[memberID]bool{mid("b"): true}, noSends)
-	if len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
-		t.Fatalf("b was connected during this term and is gone: downs %+v", d.downs)
+	d = decide(s, t0.Add(time.Second), tt, conns, noSends)
+	if len(d.downs) != 0 || !d.wake.Equal(tt.downAfter()) {
+		t.Fatalf("b came back in this term and dropped again, within the window: downs %+v wake %v", d.downs, d.wake)
 	}
-	d = decide(s, tt.downAfter(), tt, conns, nil, noSends)
+	d = decide(s, tt.downAfter(), tt, conns, noSends)
+	if len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
+		t.Fatalf("b was connected during this term and is gone, past the window: downs %+v", d.downs)
+	}
+	d = decide(s, tt.downAfter(), tt, conns, noSends)
 	if len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
 		t.Fatalf("past the grace: downs %+v", d.downs)
 	}
 	ended := live(mid("a"))
 	ended[mid("b")] = connState{ring: testRing} // stream ended, connection open
-	if d := decide(s, tt.downAfter(), tt, ended, nil, noSends); len(d.downs) != 1 {
+	if d := decide(s, tt.downAfter(), tt, ended, noSends); len(d.downs) != 1 {
 		t.Fatalf("a member whose stream ended is down: %+v", d.downs)
 	}
 }
@@ -116,7 +123,7 @@ func TestDecideDownWaitsForTheReconnectGraceUnlessSeen(t *testing.T) {
 // TestDecideDownWaitsForTheOldLeadersLastLease: past the reconnect grace, a member that has not
 // come back to the new leader may still be at work on a lease of the old one, which may last until
 // holdsAliveUntil (here, under a longer committed timing, well past the grace): it is not down
-// before then. One that came back during this term and dropped again is down at once.
+// before then, and neither is one that came back during this term and dropped again.
 func TestDecideDownWaitsForTheOldLeadersLastLease(t *testing.T) {
 	s := twoMembers(t)
 	tt := testTimes()
@@ -127,15 +134,15 @@ func TestDecideDownWaitsForTheOldLeadersLastLease(t *testing.T) {
 	}
 	conns := live(mid("a"))
 	for _, now := range []time.Time{tt.graceEnd, lastLease.Add(-time.Nanosecond)} {
-		if d := decide(s, now, tt, conns, nil, noSends); len(d.downs) != 0 || !d.wake.Equal(lastLease) {
+		if d := decide(s, now, tt, conns, noSends); len(d.downs) != 0 || !d.wake.Equal(lastLease) {
 			t.Fatalf("at %v b may still hold a lease of the old leader: downs %+v, wake %v", now.Sub(t0), d.downs, d.wake)
 		}
 	}
-	if d := decide(s, lastLease, tt, conns, nil, noSends); len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
+	if d := decide(s, lastLease, tt, conns, noSends); len(d.downs) != 1 || d.downs[0].WorkerID != "b" {
 		t.Fatalf("once its last lease may have ended, b is down: %+v", d.downs)
 	}
-	if d := decide(s, tt.electedAt.Add(time.Second), tt, conns, map[memberID]bool{mid("b"): true}, noSends); len(d.downs) != 1 {
-		t.Fatalf("b came back in this term and dropped: down at once, got %+v", d.downs)
+	if d := decide(s, tt.electedAt.Add(time.Second), tt, conns, noSends); len(d.downs) != 0 {
+		t.Fatalf("b came back in this term and dropped, within the window: not down yet, got %+v", d.downs)
 	}
 }
 
@@ -145,10 +152,10 @@ func TestDecideNewLeaderTreatsEveryHoldAsAliveUntilItsFloor(t *testing.T) {
 	tt := testTimes()
 	floor := tt.electedAt.Add(tt.leaderLease).Add(tt.holderBound)
 	conns := live(mid("a"))
-	if d := decide(s, floor, tt, conns, nil, noSends); len(d.expires) != 0 || !d.wake.After(floor) {
+	if d := decide(s, floor, tt, conns, noSends); len(d.expires) != 0 || !d.wake.After(floor) {
 		t.Fatalf("at the floor nothing expires: %+v", d)
 	}
-	d := decide(s, floor.Add(time.Nanosecond), tt, conns, nil, noSends)
+	d := decide(s, floor.Add(time.Nanosecond), tt, conns, noSends)
 	b := s.Ring(testRing).Members[mid("b").key()]
 	if len(d.expires) != 1 || d.expires[0].WorkerID != "b" || d.expires[0].UpTo != b.Epoch ||
 		d.expires[0].Generation != s.Ring(testRing).Generation {
@@ -168,7 +175,7 @@ func TestDecideExpiresOnlyAfterTheLastSendOfTheEpochPlusTheHolderBound(t *testin
 	check := func(now time.Time) ringDecisions {
 		var d ringDecisions
 		log.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
-			d = decide(s, now, tt, conns, nil, lastUpTo)
+			d = decide(s, now, tt, conns, lastUpTo)
 		})
 		return d
 	}
@@ -205,13 +212,13 @@ func TestDecideExpiresUpToTheHighestDueEpochOfEachMember(t *testing.T) {
 	conns := live(mid("b"))
 	var d ringDecisions
 	log.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
-		d = decide(s, sent1.Add(tt.holderBound).Add(time.Millisecond), tt, conns, nil, lastUpTo)
+		d = decide(s, sent1.Add(tt.holderBound).Add(time.Millisecond), tt, conns, lastUpTo)
 	})
 	if len(d.expires) != 1 || d.expires[0].UpTo != e1 {
 		t.Fatalf("only e1 is due: %+v", d.expires)
 	}
 	log.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
-		d = decide(s, sent2.Add(tt.holderBound).Add(time.Millisecond), tt, conns, nil, lastUpTo)
+		d = decide(s, sent2.Add(tt.holderBound).Add(time.Millisecond), tt, conns, lastUpTo)
 	})
 	if len(d.expires) != 1 || d.expires[0].UpTo != e2 {
 		t.Fatalf("e1 and e2 are due: %+v", d.expires)

@@ -40,7 +40,6 @@ type sim struct {
 	state  *fsm.State
 	tt     termTimes
 	sends  *sendLog
-	seen   map[memberID]bool
 	procs  []*simProc
 	log    []string
 	// releases are the workers' releases waiting for the leader's next pass.
@@ -79,7 +78,7 @@ func (s *sim) newTerm(electedAt time.Time) {
 		holderBound: own.HolderBound(), inheritedBound: max(own.HolderBound(), s.state.Timing.Longest.HolderBound()),
 		graceEnd: electedAt.Add(DefaultSilenceTimeout).Add(DefaultReconnectGrace),
 	}
-	s.sends, s.seen = newSendLog(), map[memberID]bool{}
+	s.sends = newSendLog()
 }
 
 func (s *sim) ownTiming() fsm.LeaseTiming { return fsm.NewLeaseTiming(s.leader, s.timing) }
@@ -126,7 +125,6 @@ func (s *sim) decideAndApply(st *fsm.State) (committed []fsm.Command, wake time.
 	for _, p := range s.procs {
 		if p.connected {
 			conns[p.member()] = connState{ring: testRing, live: true, streaming: true}
-			s.seen[p.member()] = true
 		}
 	}
 	r := st.Ring(testRing)
@@ -143,7 +141,7 @@ func (s *sim) decideAndApply(st *fsm.State) (committed []fsm.Command, wake time.
 	}
 	var d ringDecisions
 	s.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
-		d = decideRing(s.now, s.tt, fsm.RingID(testRing), r, conns, s.seen, lastUpTo)
+		d = decideRing(s.now, s.tt, fsm.RingID(testRing), r, conns, lastUpTo)
 		if !d.wake.IsZero() && (wake.IsZero() || d.wake.Before(wake)) {
 			wake = d.wake
 		}

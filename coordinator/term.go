@@ -42,7 +42,6 @@ type leaderTerm struct {
 	// releases wait for the next reconcile pass of their ring (submitRelease).
 	releases []*releaseReq
 
-	seen   map[memberID]bool    // reconcile loop only
 	recent map[string]time.Time // reconcile loop only: commands committed lately, by encoding
 	// timingCommitted: this term's CommitTiming is in the state (start goroutine, then the
 	// reconcile loop).
@@ -84,7 +83,7 @@ func newLeaderTerm(n *Node) *leaderTerm {
 		ctx: ctx, cancel: cancel, sends: newSendLog(),
 		reports: newReportStore(n.cfg.ReportPeriod), backlog: newBacklogHistory(n.cfg.ReportPeriod),
 		kick: make(chan struct{}, 1), verifyNow: make(chan struct{}, 1),
-		streams: map[*leaseStream]struct{}{}, seen: map[memberID]bool{}, recent: map[string]time.Time{},
+		streams: map[*leaseStream]struct{}{}, recent: map[string]time.Time{},
 	}
 }
 
@@ -410,11 +409,6 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 	now := t.n.clock.Now()
 	conns := t.n.conns.states()
 	for m, cs := range conns {
-		if cs.live {
-			t.seen[m] = true
-		}
-	}
-	for m, cs := range conns {
 		// A streaming member of a ring nobody has joined yet: the ring exists from the Join on.
 		if _, ok := rings[m.Ring]; !ok && cs.streaming {
 			rings[m.Ring] = &fsm.Ring{Key: cs.ring, Members: map[string]*fsm.Member{}}
@@ -428,7 +422,7 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 	decisions := map[string]ringDecisions{}
 	t.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
 		for id, r := range rings {
-			d := decideRing(now, times, id, r, conns, t.seen, lastUpTo)
+			d := decideRing(now, times, id, r, conns, lastUpTo)
 			later(d.wake)
 			decisions[id] = d
 		}
@@ -568,7 +562,7 @@ func (t *leaderTerm) snapshotRings() map[string]*fsm.Ring {
 	return out
 }
 
-// pruneSends drops send times the state no longer needs, and forgets members that are gone.
+// pruneSends drops send times the state no longer needs.
 func (t *leaderTerm) pruneSends() {
 	lowest := map[memberID]uint64{}
 	t.n.fsm.View(func(s *fsm.State, _ uint64) {
@@ -586,9 +580,4 @@ func (t *leaderTerm) pruneSends() {
 		low, ok := lowest[m]
 		return low, ok
 	})
-	for m := range t.seen {
-		if _, ok := lowest[m]; !ok {
-			delete(t.seen, m)
-		}
-	}
 }
