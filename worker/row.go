@@ -22,9 +22,6 @@ import (
 func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Transaction) (bool, error) {
 	ctx := context.WithoutCancel(runCtx)
 	b, token := run.key, run.token
-	end := s.inflight.begin(tokenScope(token)) // Drain waits for the whole protocol, not one step
-	defer end()
-
 	key := txKey{t.ID, t.ImplType}
 	if _, dup := s.busy.LoadOrStore(key, struct{}{}); dup {
 		// The same step from another bucket (a kept bucket and its re-recorded copy) is running
@@ -75,6 +72,13 @@ func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Tra
 	if err != nil {
 		return false, err
 	}
+	// From here Drain waits for the whole protocol, not one step: a call that starts is marked,
+	// made and settled before its token goes. Not before: a row waiting for a throttle token
+	// would hold a rebalance for as long as the wait, and then fail the epoch check anyway. The
+	// marker read above registered itself (s.run), and every step below asks the guard after
+	// this registration.
+	end := s.inflight.begin(tokenScope(token))
+	defer end()
 	settled := false
 	defer func() {
 		if !settled {
