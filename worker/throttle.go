@@ -28,15 +28,14 @@ import (
 //
 // A new rate starts with an empty bucket: a full one would let every worker of the ring call at
 // once when a limit is set, 100 calls in the first minute for 1/s over 100 workers. Over any
-// minute a worker then executes at most 60 × its rate + its bucket (the bucket is full at the
-// minute's start at most): 60 × rate + 2 from 1/s to 20/s (103 % at 1/s), +0.2 % above, and
-// below 1/s 60 × rate + 1, which is more than the rate itself when a worker's share is a few
-// calls a minute. That is why the tokens do not start at the change either: each one is due on a
-// grid of the Unix clock, offset by the worker's place in the ring (NodeIndex / NodeCount of one
-// period). Members with equal shares then take turns, and the ring's calls are spaced by the
-// ring's rate whenever each worker took up the limit: 1/s over 100 workers is one call a second,
-// not 100 calls every 100 s. With unequal shares (a --max-rate cap) the ring's bound is the sum
-// of the workers' bounds above.
+// minute a worker then executes at most 60 × its rate plus what its bucket holds (full at the
+// minute's start at most): + 2 from 1/s to 20/s (103 % at 1/s), + rate/10 above (100.2 %), + 1
+// below 1/s, far above 110 % once a worker's share is a few calls a minute. So the tokens are not
+// due from the change either, but on a grid of the Unix clock offset by the worker's place in
+// the ring (NodeIndex / NodeCount of one period): members with equal shares take turns, and the
+// ring's calls are spaced by the ring's rate whenever each worker took up the limit (1/s over
+// 100 workers is a call a second, not 100 calls every 100 s), up to the skew of the workers'
+// clocks. With unequal shares (a --max-rate cap) the ring's bound is the sum of the workers'.
 type throttle struct {
 	maxRate float64 // 0: none
 
