@@ -17,7 +17,7 @@ func (s *Scanner) controls() *lease.Controls {
 	if !ok {
 		return nil
 	}
-	s.throttle.apply(l.Controls, time.Now())
+	s.throttle.apply(l.Controls, phaseOf(l), time.Now())
 	s.ctlLog.observe(s, l.Controls)
 	return l.Controls
 }

@@ -34,14 +34,24 @@
 //	                                     the Concurrency semaphore before it runs, so the next page is
 //	                                     read only when the current one is dispatched
 //
-// Each row: read its marker (span_key = impl type); COMMITTED → skip for good; another worker's
-// IN_PROGRESS that has not expired → leave the row for a later pass; else write IN_PROGRESS
-// (TTL = ExecTimeout + MarkerMargin), execute, then COMMITTED (TTL = MarkerRetention) on success,
-// re-record into the window L×2^attempt minutes ahead (capped) with attempt+1 on a transient
-// failure, dead-letter on a permanent one or after MaxAttempts executions. When every row of a
-// bucket finished, the bucket partition is deleted (one partition tombstone), then its tier-4
-// row; when every bucket of an instance is gone, its tier-3 marker. Then, if the lease makes this
-// worker Node-0, the directory compaction pass (see compact.go).
+// Each row: read its marker (span_key = impl type); COMMITTED → skip for good; a floor above the
+// row's copy (replay generation, attempt) → skip for good, superseded: a newer copy of the step
+// runs at the window its backoff chose (invariant 9); DEAD_LETTERED without a floor (written
+// before floors were) → skip for good; another worker's IN_PROGRESS that has not expired → leave
+// the row for a later pass; else, once the row is admitted (see "Before an execution starts"),
+// write IN_PROGRESS (TTL = ExecTimeout + MarkerMargin) and execute. A call that never reached the
+// downstream (NotSent: the executor refused it past its deadline) is no outcome: no attempt is
+// used and the row stays unfinished. Otherwise the outcome (classified by the executor; the stock
+// HTTP one by the step's retry policy, package retrypolicy) decides: done → COMMITTED (TTL =
+// MarkerRetention); transient → recorded again with attempt+1 into the window d ahead, d =
+// min(L×2^attempt, max delay) jittered to d × (1/2 + u/2) with u drawn from (transaction,
+// attempt), and no earlier than a 429's or 503's Retry-After (capped at the max delay), then the
+// step's floor raised to that copy; permanent, or transient after MaxAttempts executions →
+// dead-lettered, the floor raised past every copy of its replay generation, and the marker set
+// DEAD_LETTERED. When every row of a bucket finished, the bucket partition is deleted (one
+// partition tombstone), then its tier-4 row; when every bucket of an instance is gone, its tier-3
+// marker. Then, if the lease makes this worker Node-0, the directory compaction pass (see
+// compact.go).
 //
 // Every query and every execution goes through the guard first, with its own timeout as the
 // validity it needs, and runs bounded by that timeout. A refusal keeps what it interrupted: the

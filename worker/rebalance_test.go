@@ -69,3 +69,56 @@ func TestSettleRefusedOnceTheRunningLeaseExpired(t *testing.T) {
 		t.Fatalf("write after the running lease ran short: err %v, ran %d; want a guard refusal", err, ran)
 	}
 }
+
+// TestDrainDoesNotWaitForRowsQueuedForAToken: a worker under a tiny rate limit has rows queued
+// for a throttle token when a rebalance takes their token away. Drain returns without waiting
+// for the tokens (before, it waited until the old lease ran out), and none of those rows is
+// executed or marked afterwards, even once tokens come.
+func TestDrainDoesNotWaitForRowsQueuedForAToken(t *testing.T) {
+	e := newEnv(t, 1, noon)
+	txs := ids("tx", 8)
+	e.record("pod-a", e.win(window.DateOf(noon), 660), 1000, txs...)
+	token := cassandra.Token("pod-a")
+
+	g := e.guard(fullRing(), 0, 1, time.Hour)
+	tiny := 0.001 // a token every 1,000 s
+	setControls(g, &lease.Controls{RatePerS: &tiny})
+	ex := &recordingExecutor{}
+	cfg := e.config("w1")
+	cfg.Concurrency = 4
+	sc := e.scanner(cfg, g, ex)
+	done := make(chan error, 1)
+	go func() { _, err := sc.Cycle(context.Background()); done <- err }()
+	for len(sc.tokenTurn) == 0 { // a row is waiting for its token
+		select {
+		case err := <-done:
+			t.Fatalf("cycle ended before any row waited for a token: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	old, _ := g.Current()
+	next := old
+	next.Epoch = 2
+	next.Ranges = lease.Ranges{lease.FullRing}.Subtract(lease.Ranges{{Start: token, End: token}})
+	g.Set(next)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a bound, not a timing
+	defer cancel()
+	if err := sc.Drain(ctx, old, next); err != nil {
+		t.Fatalf("Drain with rows queued for a token: %v", err)
+	}
+
+	plenty := 1000.0
+	setControls(g, &lease.Controls{RatePerS: &plenty}) // the tokens come after Drain returned
+	if err := <-done; err != nil && !lease.IsGuardError(err) {
+		t.Fatalf("cycle: %v", err)
+	}
+	if runs := ex.runs(); len(runs) != 0 {
+		t.Errorf("executed after Drain returned: %v", runs)
+	}
+	for _, id := range txs {
+		if m, ok := e.marker(id); ok {
+			t.Errorf("%s marked %+v after Drain returned", id, m)
+		}
+	}
+}

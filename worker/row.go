@@ -12,7 +12,9 @@ import (
 )
 
 // runRow takes one Tier 5 row through the STRICT marker protocol and reports whether it
-// finished: done (or already COMMITTED), recorded again into a later window, or dead-lettered.
+// finished: done (or already COMMITTED), superseded (its marker's floor says a newer copy of the
+// step exists, or it was dead-lettered before floors were written), recorded again into a later
+// window, or dead-lettered.
 // Anything else (a refusal, a failed query) leaves the row unfinished, so its bucket is kept and
 // a later pass sees the row again.
 //
@@ -22,9 +24,6 @@ import (
 func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Transaction) (bool, error) {
 	ctx := context.WithoutCancel(runCtx)
 	b, token := run.key, run.token
-	end := s.inflight.begin(tokenScope(token)) // Drain waits for the whole protocol, not one step
-	defer end()
-
 	key := txKey{t.ID, t.ImplType}
 	if _, dup := s.busy.LoadOrStore(key, struct{}{}); dup {
 		// The same step from another bucket (a kept bucket and its re-recorded copy) is running
@@ -75,6 +74,13 @@ func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Tra
 	if err != nil {
 		return false, err
 	}
+	// From here Drain waits for the whole protocol, not one step: a call that starts is marked,
+	// made and settled before its token goes. Not before: a row waiting for a throttle token
+	// would hold a rebalance for as long as the wait, and then fail the epoch check anyway. The
+	// marker read above registered itself (s.run), and every step below asks the guard after
+	// this registration.
+	end := s.inflight.begin(tokenScope(token))
+	defer end()
 	settled := false
 	defer func() {
 		if !settled {
@@ -248,9 +254,11 @@ const rerecordSteps = 5
 // step's policy: L × 2^attempt capped, jittered by (transaction, attempt), no earlier than the
 // downstream's Retry-After), then raises the step's floor to the copy, so that no pass executes t again, however long its
 // bucket is kept (invariant 9). Only when the copy and its floor are written is the row finished.
-// A crash between the two leaves t unfinished with no floor: a later pass executes it once more
-// and writes the same copy again (same instance, and a window chosen the same way), the one extra
-// execution invariant 9 allows.
+// A crash between the two, or a floor write that failed all its tries (settleOn's retries), leaves
+// t unfinished with no floor: a later pass executes it once more and writes a copy at attempt+1
+// again, under the same instance but into the window delay ahead of that pass's now, which may
+// be another window than the first copy's: one extra copy, executed at most once more, the
+// exception invariant 9 allows.
 func (s *Scanner) rerecord(ctx context.Context, b cassandra.BucketKey, settle settleFunc, t cassandra.Transaction, delay time.Duration) (bool, error) {
 	next := t
 	next.Attempt = t.Attempt + 1

@@ -24,15 +24,25 @@ import (
 // the bucket is full when the token is due and every late wake-up loses what it was late by (at
 // 16.7/s, a 50/s limit split over three workers, waking 10 ms late costs 14 % of the rate). With
 // room for a second token the next wait is shorter by the lateness, as long as it is under one
-// token's time. Over any minute a worker then executes at most 60 × its rate + 2 (103 % at 1/s,
-// less above), inside the 110 % the ring's limit allows; below 1/s a single token keeps a
-// minute's count to the rate rounded up, and a wake-up late by milliseconds costs under 1 %.
+// token's time. Below 1/s the bucket holds one token.
+//
+// A new rate starts with an empty bucket: a full one would let every worker of the ring call at
+// once when a limit is set, 100 calls in the first minute for 1/s over 100 workers. Over any
+// minute a worker then executes at most 60 × its rate plus what its bucket holds (full at the
+// minute's start at most): + 2 from 1/s to 20/s (103 % at 1/s), + rate/10 above (100.2 %), + 1
+// below 1/s, far above 110 % once a worker's share is a few calls a minute. So the tokens are not
+// due from the change either, but on a grid of the Unix clock offset by the worker's place in
+// the ring (NodeIndex / NodeCount of one period): members with equal shares take turns, and the
+// ring's calls are spaced by the ring's rate whenever each worker took up the limit (1/s over
+// 100 workers is a call a second, not 100 calls every 100 s), up to the skew of the workers'
+// clocks. With unequal shares (a --max-rate cap) the ring's bound is the sum of the workers'.
 type throttle struct {
 	maxRate float64 // 0: none
 
 	mu    sync.Mutex
 	lim   *rate.Limiter
-	share *float64 // the controls' rate_per_s in force; nil: no limit
+	from  time.Time // no token before from + one token's time (the zero time: none awaited)
+	share *float64  // the controls' rate_per_s in force; nil: no limit
 }
 
 func newThrottle(maxRate float64) *throttle {
@@ -61,8 +71,10 @@ func burstOf(limit rate.Limit) int {
 	return int(max(2, min(float64(limit/10), math.MaxInt32)))
 }
 
-// apply sets the rate from the controls of the lease in force, when they changed it.
-func (t *throttle) apply(c *lease.Controls, now time.Time) {
+// apply sets the rate from the controls of the lease in force, when they changed it. phase, in
+// [0, 1), is the worker's place in the ring: its tokens are due phase of a period after the
+// others' (phaseOf).
+func (t *throttle) apply(c *lease.Controls, phase float64, now time.Time) {
 	var share *float64
 	if c != nil {
 		share = c.RatePerS
@@ -74,8 +86,35 @@ func (t *throttle) apply(c *lease.Controls, now time.Time) {
 	}
 	t.share = share
 	limit := t.limitOf(share)
-	t.lim.SetLimitAt(now, limit)
-	t.lim.SetBurstAt(now, burstOf(limit))
+	burst := burstOf(limit)
+	t.lim = rate.NewLimiter(limit, burst)
+	t.from = time.Time{}
+	if limit == rate.Inf || limit <= 0 {
+		return
+	}
+	t.from = gridAfter(now, float64(time.Second)/float64(limit), phase)
+	t.lim.AllowN(t.from, burst) // empty at from: the first token is due one period later
+}
+
+// gridAfter is the first instant from now on at phase × period past a multiple of period
+// (nanoseconds) on the Unix clock.
+func gridAfter(now time.Time, period, phase float64) time.Time {
+	offset := math.Mod(float64(now.UnixNano())-phase*period, period)
+	if offset < 0 {
+		offset += period
+	}
+	if offset == 0 {
+		return now
+	}
+	return now.Add(time.Duration(period - offset))
+}
+
+// phaseOf is a member's place in the ring, in [0, 1).
+func phaseOf(l lease.Lease) float64 {
+	if l.NodeCount <= 0 || l.NodeIndex < 0 || l.NodeIndex >= l.NodeCount {
+		return 0
+	}
+	return float64(l.NodeIndex) / float64(l.NodeCount)
 }
 
 // limit is the rate in force, executions per second (+Inf: none; rate.Inf is a finite float).
@@ -96,6 +135,9 @@ func (t *throttle) take(now time.Time) (wait time.Duration, never bool) {
 	limit := t.lim.Limit()
 	if limit <= 0 { // not even a token left from an earlier rate
 		return 0, true
+	}
+	if now.Before(t.from) { // the bucket fills from t.from on
+		return max(t.from.Sub(now)+time.Duration(float64(time.Second)/float64(limit)), time.Millisecond), false
 	}
 	if t.lim.AllowN(now, 1) {
 		return 0, false

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -22,9 +23,12 @@ func TestThrottleFollowsTheControls(t *testing.T) {
 		}
 	}
 
-	th.apply(per(2), clock.Now())
+	th.apply(per(2), 0, clock.Now())
 	if th.limit() != 2 {
 		t.Fatalf("limit %v after a share of 2/s", th.limit())
+	}
+	if wait, _ := th.take(clock.Now()); wait == 0 {
+		t.Fatal("a new rate starts with a token in the bucket")
 	}
 	passed := 0
 	for step := 0; step < 100; step++ { // 10 s in steps of 100 ms, with calls waiting all along
@@ -43,17 +47,17 @@ func TestThrottleFollowsTheControls(t *testing.T) {
 		}
 		clock.Advance(100 * time.Millisecond)
 	}
-	if passed < 20 || passed > 22 { // the rate over 10 s, plus the bucket's two tokens
+	if passed < 18 || passed > 20 { // the rate over 10 s from an empty bucket, less up to a period of phase
 		t.Errorf("%d calls in 10 s at 2/s", passed)
 	}
 
-	th.apply(per(2), clock.Now()) // a renewal with the same share changes nothing
-	th.apply(per(0), clock.Now())
+	th.apply(per(2), 0, clock.Now()) // a renewal with the same share changes nothing
+	th.apply(per(0), 0, clock.Now())
 	clock.Advance(time.Minute)
 	if _, never := th.take(clock.Now()); !never {
 		t.Fatal("a share of 0 lets calls through")
 	}
-	th.apply(nil, clock.Now())
+	th.apply(nil, 0, clock.Now())
 	if wait, never := th.take(clock.Now()); wait != 0 || never || !math.IsInf(th.limit(), 1) {
 		t.Fatalf("controls without a rate: wait %v, never %v, limit %v", wait, never, th.limit())
 	}
@@ -62,11 +66,11 @@ func TestThrottleFollowsTheControls(t *testing.T) {
 	if capped.limit() != 1 {
 		t.Fatalf("MaxRate 1 without controls: limit %v", capped.limit())
 	}
-	capped.apply(per(50), clock.Now())
+	capped.apply(per(50), 0, clock.Now())
 	if capped.limit() != 1 {
 		t.Fatalf("a share of 50/s under MaxRate 1: limit %v", capped.limit())
 	}
-	capped.apply(per(0.5), clock.Now())
+	capped.apply(per(0.5), 0, clock.Now())
 	if capped.limit() != 0.5 {
 		t.Fatalf("a share of 0.5/s under MaxRate 1: limit %v", capped.limit())
 	}
@@ -74,12 +78,12 @@ func TestThrottleFollowsTheControls(t *testing.T) {
 
 // TestThrottleStaysWithinTheMinute: whatever the rate, a worker that calls as fast as the bucket
 // allows executes at most 110 % of its rate over any minute (the ring's bound), counted on the
-// manual clock from a full bucket.
+// manual clock from the change of rate.
 func TestThrottleStaysWithinTheMinute(t *testing.T) {
 	for _, r := range []float64{0.5, 1, 7, 100, 2500} {
 		clock := clocktest.New(clocktest.Start)
 		th := newThrottle(0)
-		th.apply(&lease.Controls{RatePerS: &r}, clock.Now())
+		th.apply(&lease.Controls{RatePerS: &r}, 0, clock.Now())
 		end := clock.Now().Add(time.Minute)
 		passed := 0
 		for clock.Now().Before(end) {
@@ -106,7 +110,7 @@ func TestThrottleLosesNothingToALateWaiter(t *testing.T) {
 	for _, r := range []float64{0.5, 1, 3, 50.0 / 3, 50, 400} {
 		clock := clocktest.New(clocktest.Start)
 		th := newThrottle(0)
-		th.apply(&lease.Controls{RatePerS: &r}, clock.Now())
+		th.apply(&lease.Controls{RatePerS: &r}, 0, clock.Now())
 		th.take(clock.Now()) // the full bucket's first token: the test counts the steady state
 		start := clock.Now()
 		end := start.Add(10 * time.Minute)
@@ -122,5 +126,61 @@ func TestThrottleLosesNothingToALateWaiter(t *testing.T) {
 		if got := float64(passed) / (600 * r); got < 0.97 || got > 1.1 {
 			t.Errorf("rate %.1f/s, waiter %v late: %d calls in 10 minutes, %.1f %% of the rate; want 97–110 %%", r, late, passed, 100*got)
 		}
+	}
+}
+
+// TestThrottleSmallSharesStayWithinTheRing: 1/s over 100 workers is a share of 0.01/s each. A
+// bucket that starts full lets all 100 call at once when the limit is set; one that starts empty
+// but fills from the change lets all 100 call at once a period later. Each worker takes up the
+// limit at its own renewal (within 2 s of the others) and calls as fast as its bucket allows:
+// over any minute of the first ten, the ring executes at most 110 % of its limit, and over the
+// ten minutes at least 80 % of it.
+func TestThrottleSmallSharesStayWithinTheRing(t *testing.T) {
+	const workers = 100
+	const ringRate = 1.0
+	share := ringRate / workers
+	t0 := clocktest.Start
+	end := t0.Add(10 * time.Minute)
+	var calls []time.Time
+	for i := 0; i < workers; i++ {
+		th := newThrottle(0)
+		now := t0.Add(time.Duration(i*37%workers) * 20 * time.Millisecond)
+		th.apply(&lease.Controls{RatePerS: &share}, phaseOf(lease.Lease{NodeIndex: i, NodeCount: workers}), now)
+		for now.Before(end) {
+			wait, never := th.take(now)
+			if never {
+				t.Fatalf("worker %d: a share of %v/s refuses for good", i, share)
+			}
+			if wait == 0 {
+				calls = append(calls, now)
+				continue
+			}
+			now = now.Add(wait)
+		}
+	}
+	slices.SortFunc(calls, func(a, b time.Time) int { return a.Compare(b) })
+	first := 0
+	for _, c := range calls {
+		if c.Before(t0.Add(time.Minute)) {
+			first++
+		}
+	}
+	if limit := 1.1 * 60 * ringRate; float64(first) > limit {
+		t.Errorf("%d calls in the minute the limit was set, want at most %v", first, limit)
+	}
+	most, at := 0, time.Time{}
+	for i, j := 0, 0; i < len(calls); i++ { // the minute starting at each call
+		for j < len(calls) && calls[j].Before(calls[i].Add(time.Minute)) {
+			j++
+		}
+		if j-i > most {
+			most, at = j-i, calls[i]
+		}
+	}
+	if limit := 1.1 * 60 * ringRate; float64(most) > limit {
+		t.Errorf("%d calls in the minute from %v, want at most %v", most, at.Sub(t0), limit)
+	}
+	if want := 0.8 * 600 * ringRate; float64(len(calls)) < want {
+		t.Errorf("%d calls in 10 minutes, want at least %v", len(calls), want)
 	}
 }
