@@ -21,7 +21,8 @@ const maxDemand = 1 << 40
 // one that touches the sink; it sends an element only when the client has demand outstanding and
 // either the renewal tick asked for one, or the member's committed epoch differs from the last one
 // sent, or (to a client that announced lease.FeatureControls) the ring's controls as this member
-// obeys them differ from the last ones sent. A client without the feature gets nothing while its
+// obeys them differ from the last ones sent, its share of the rate limit included: that share
+// moves with the reports too (share.go), so a report that changes it wakes the ring's streams. A client without the feature gets nothing while its
 // ring is paused whole: its renewal stays due, and is answered as soon as the pause ends.
 // rsocket-go gives flux.Create the server's context, not one per stream, so the producer
 // stops when the stream ends, never on that context: on cancel (the client's, or rsocket-go's when
