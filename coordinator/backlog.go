@@ -224,5 +224,10 @@ func (t *leaderTerm) sample() {
 		}
 	}
 	t.reports.prune(func(m memberID) bool { return members[m] })
+	rings := map[string]bool{}
+	for m := range members {
+		rings[m.Ring] = true
+	}
+	t.shares.forget(func(ring string) bool { return rings[ring] })
 	t.backlog.record(t.n.clock.Now(), v.Rings)
 }

@@ -23,7 +23,8 @@
 //	hold no longer possibly in use  -> an expiry in the next pass
 //	longest timing waited out       -> commit fsm.RetireTiming
 //	operator pause, resume, limit   -> commit fsm.Pause / Resume / Limit, then answer demand at once
-//	ring.report                     -> keep it in memory (reports.go), never in Raft
+//	ring.report                     -> keep it in memory (reports.go), never in Raft; when it changes
+//	                                   who has work under a limit, wake the ring's streams (share.go)
 //	every report period             -> sample each ring's backlog age, drop reports of members gone
 //
 // What it must never do: send a lease element carrying an assignment that is not committed; send

@@ -21,7 +21,8 @@ const maxDemand = 1 << 40
 // one that touches the sink; it sends an element only when the client has demand outstanding and
 // either the renewal tick asked for one, or the member's committed epoch differs from the last one
 // sent, or (to a client that announced lease.FeatureControls) the ring's controls as this member
-// obeys them differ from the last ones sent. A client without the feature gets nothing while its
+// obeys them differ from the last ones sent, its share of the rate limit included: that share
+// moves with the reports too (share.go), so a report that changes it wakes the ring's streams. A client without the feature gets nothing while its
 // ring is paused whole: its renewal stays due, and is answered as soon as the pause ends.
 // rsocket-go gives flux.Create the server's context, not one per stream, so the producer
 // stops when the stream ends, never on that context: on cancel (the client's, or rsocket-go's when
@@ -199,7 +200,7 @@ func (s *leaseStream) step() (ended bool) {
 	}
 	now := s.n.clock.Now()
 	due := false
-	s.n.fsm.View(func(st *fsm.State, _ uint64) { _, _, due = s.element(st, now, last) })
+	s.n.fsm.View(func(st *fsm.State, index uint64) { _, _, due = s.element(st, index, now, last) })
 	if !due {
 		return false
 	}
@@ -211,7 +212,7 @@ func (s *leaseStream) step() (ended bool) {
 	var controls string
 	ok := s.term.sends.stamp(now, func() (memberID, uint64, bool) {
 		var ok bool
-		s.n.fsm.View(func(st *fsm.State, _ uint64) { el, controls, ok = s.element(st, now, last) })
+		s.n.fsm.View(func(st *fsm.State, index uint64) { el, controls, ok = s.element(st, index, now, last) })
 		return s.member, el.Epoch, ok
 	})
 	if !ok {
@@ -246,13 +247,13 @@ type sent struct {
 	controls string
 }
 
-// element is the element the stream should send now from the committed state st, with its
+// element is the element the stream should send now from the committed state st (at index), with its
 // controls as JSON (empty for a client without the feature), and whether one is due: the member
 // is active and assigned, and a renewal is due, its epoch changed, or its controls changed. A
 // client without the feature gets none while the ring is paused whole: it cannot obey the pause,
 // so its lease runs out instead; its tokens stay its own (it is neither down nor expired while
 // its connection lives: decideRing), and the renewal that stays due goes out once the pause ends.
-func (s *leaseStream) element(st *fsm.State, now time.Time, last sent) (lease.WireLease, string, bool) {
+func (s *leaseStream) element(st *fsm.State, index uint64, now time.Time, last sent) (lease.WireLease, string, bool) {
 	r := st.Ring(s.ring)
 	if r == nil {
 		return lease.WireLease{}, "", false
@@ -269,7 +270,8 @@ func (s *leaseStream) element(st *fsm.State, now time.Time, last sent) (lease.Wi
 	var controls string
 	switch {
 	case s.controls:
-		l.Controls = wireControls(r.Controls, m.Ranges)
+		share, limited := s.term.shares.share(r, index, s.member.key(), now)
+		l.Controls = wireControls(r.Controls, share, limited)
 		b, err := json.Marshal(l.Controls)
 		if err != nil {
 			return lease.WireLease{}, "", false
@@ -288,16 +290,16 @@ func (s *leaseStream) element(st *fsm.State, now time.Time, last sent) (lease.Wi
 	return el, controls, true
 }
 
-// wireControls are the ring's controls as a member with ranges obeys them: the pauses, and its
-// part of the rate limit (fsm.Controls.Share), nil when there is none.
-func wireControls(c *fsm.Controls, ranges lease.Ranges) *lease.Controls {
+// wireControls are the ring's controls as a member obeys them: the pauses, and its share of the
+// rate limit (shareBook.share) when the ring has one (limited), nil otherwise.
+func wireControls(c *fsm.Controls, share float64, limited bool) *lease.Controls {
 	out := &lease.Controls{PausedImpl: []string{}}
 	if c == nil {
 		return out
 	}
 	out.Paused = c.Paused
 	out.PausedImpl = append(out.PausedImpl, c.PausedImpl...)
-	if share, ok := c.Share(ranges); ok {
+	if limited {
 		out.RatePerS = &share
 	}
 	return out

@@ -25,6 +25,9 @@ type leaderTerm struct {
 	// reports and backlog are what workers reported to this term (ring.report), for people.
 	reports *reportStore
 	backlog *backlogHistory
+	// shares split the rings' rate limits by the reports (share.go): the leader's view, never
+	// committed.
+	shares *shareBook
 
 	kick      chan struct{} // wakes the reconcile loop
 	verifyNow chan struct{} // asks the verify loop for an extra VerifyLeader
@@ -78,10 +81,11 @@ func (t *leaderTerm) markProposed(c fsm.Command, now time.Time) {
 
 func newLeaderTerm(n *Node) *leaderTerm {
 	ctx, cancel := context.WithCancel(context.Background())
+	reports := newReportStore(n.cfg.ReportPeriod)
 	return &leaderTerm{
 		n: n, log: n.partLog("leader"),
 		ctx: ctx, cancel: cancel, sends: newSendLog(),
-		reports: newReportStore(n.cfg.ReportPeriod), backlog: newBacklogHistory(n.cfg.ReportPeriod),
+		reports: reports, backlog: newBacklogHistory(n.cfg.ReportPeriod), shares: newShareBook(reports),
 		kick: make(chan struct{}, 1), verifyNow: make(chan struct{}, 1),
 		streams: map[*leaseStream]struct{}{}, recent: map[string]time.Time{},
 	}
@@ -296,6 +300,22 @@ func (t *leaderTerm) wakeStreams(renew bool) {
 	t.mu.Unlock()
 	for _, s := range streams {
 		s.poke(renew)
+	}
+}
+
+// wakeRing wakes the lease streams of one ring (an fsm.RingID): each sends an element if what it
+// would carry changed.
+func (t *leaderTerm) wakeRing(ring string) {
+	t.mu.Lock()
+	streams := make([]*leaseStream, 0, len(t.streams))
+	for s := range t.streams {
+		if s.member.Ring == ring {
+			streams = append(streams, s)
+		}
+	}
+	t.mu.Unlock()
+	for _, s := range streams {
+		s.poke(false)
 	}
 }
 

@@ -38,6 +38,8 @@ type testWorker struct {
 	ring  lease.RingKey
 	addrs []string
 
+	// features are announced in SETUP (lease.FeatureControls: the elements carry the controls).
+	features []string
 	// noRelease makes the worker keep quiet after a shrink (it never releases).
 	noRelease bool
 	// noReconnect makes the worker stop when its first stream ends.
@@ -76,7 +78,7 @@ func composite(route string) []byte {
 }
 
 func (w *testWorker) setupData() []byte {
-	b, _ := json.Marshal(lease.Setup{WorkerID: w.id, Incarnation: w.inc, Region: w.ring.Region, Cluster: w.ring.Cluster, Service: w.ring.Service})
+	b, _ := json.Marshal(lease.Setup{WorkerID: w.id, Incarnation: w.inc, Region: w.ring.Region, Cluster: w.ring.Cluster, Service: w.ring.Service, Features: w.features})
 	return b
 }
 

@@ -120,28 +120,3 @@ func TestControlsAreBounded(t *testing.T) {
 	}
 	mustApply(t, s, &fsm.Pause{Ring: ringA, Impl: []string{"the-64th"}})
 }
-
-// A member's part of the rate limit is the limit times its share of the token ring: the parts of
-// the members of a settled ring add up to the limit, a member without ranges gets 0.
-func TestRateShares(t *testing.T) {
-	c := &fsm.Controls{RatePerS: 300}
-	for n := 1; n <= 7; n++ {
-		sum := 0.0
-		for _, r := range lease.Split(n) {
-			share, ok := c.Share(lease.Ranges{r})
-			if !ok {
-				t.Fatalf("no share under a limit")
-			}
-			sum += share
-		}
-		if math.Abs(sum-300) > 1e-9 {
-			t.Errorf("%d members: shares add up to %v, want 300", n, sum)
-		}
-	}
-	if share, ok := c.Share(nil); !ok || share != 0 {
-		t.Errorf("a member without ranges: share %v (%v), want 0", share, ok)
-	}
-	if _, ok := (&fsm.Controls{Paused: true}).Share(lease.Ranges{lease.FullRing}); ok {
-		t.Errorf("a share without a limit")
-	}
-}

@@ -95,22 +95,13 @@ type Controls struct {
 	PausedImpl []string `json:"paused_impl,omitempty"`
 	// Reason is the operator's note of the last pause that gave one.
 	Reason string `json:"reason,omitempty"`
-	// RatePerS is the ring's execution rate limit, split among the members in proportion to the
-	// tokens assigned to them; 0 means none.
+	// RatePerS is the ring's execution rate limit; 0 means none. The leader splits it among the
+	// members, in proportion to tokens among those with work (coordinator/share.go): that split
+	// is its own view of the reports, not state.
 	RatePerS float64 `json:"rate_per_s,omitempty"`
 	// SinceMs is when the controls last changed: the proposing leader's wall clock, Unix ms, for
 	// people only.
 	SinceMs int64 `json:"since_ms,omitempty"`
-}
-
-// Share is the part of the ring's rate limit that a member with ranges gets: the limit times
-// the share of the token ring its ranges cover (0 without ranges). ok is false when the ring has
-// no limit.
-func (c *Controls) Share(ranges lease.Ranges) (perSecond float64, ok bool) {
-	if c == nil || c.RatePerS <= 0 {
-		return 0, false
-	}
-	return c.RatePerS * ranges.Fraction(), true
 }
 
 func (c *Controls) clone() *Controls {
