@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -14,31 +13,16 @@ import (
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 
-// machine is where and when the figures were measured.
+// machine is where and when the figures were measured: the host, the command, and the load
+// average at the end (benchkit.Machine has the one at the start).
 type machine struct {
-	when      time.Time
-	command   string
-	cpus      int
-	cpuModel  string
-	kernel    string
-	loadStart string
-	loadEnd   string
+	benchkit.Machine
+	command string
+	loadEnd string
 }
 
 func describe() machine {
-	m := machine{when: time.Now().UTC(), command: benchkit.Command(), cpus: runtime.NumCPU(), loadStart: benchkit.LoadAvg()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.cpuModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return m
+	return machine{Machine: benchkit.DescribeHost(), command: benchkit.Command()}
 }
 
 // row is one line of the figure table.
@@ -77,7 +61,7 @@ func renderReport(m machine, o options, runs []timingRun, base *results) string 
 	var b strings.Builder
 	fmt.Fprintf(&b, "command: `%s`\n\n", m.command)
 	fmt.Fprintf(&b, "date: %s; machine: %d CPUs (%s), kernel %s, %s; load average %s at the start, %s at the end\n\n",
-		m.when.Format(time.RFC3339), m.cpus, m.cpuModel, m.kernel, runtime.Version(), m.loadStart, m.loadEnd)
+		m.When.Format(time.RFC3339), m.CPUs, m.CPUModel, m.Kernel, runtime.Version(), m.LoadAvgFrom, m.loadEnd)
 	backoff := leaseclient.Backoff{Min: leaseclient.DefaultBackoffMin, Max: leaseclient.DefaultBackoffMax}
 	backoffSource := "the lease client's defaults"
 	if o.probeBackoffMax > 0 {

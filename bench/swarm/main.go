@@ -18,6 +18,7 @@ import (
 
 	rslogger "github.com/rsocket/rsocket-go/logger"
 
+	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/internal/proc"
 )
 
@@ -209,7 +210,7 @@ func run(ctx context.Context, o options) (err error) {
 			results = append(results, r)
 		}
 	}
-	m.loadEnd = loadAvg()
+	m.loadEnd = benchkit.LoadAvg()
 	report := render(m, o, results)
 	fmt.Print(report)
 	if o.out != "" {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -12,34 +11,17 @@ import (
 	"github.com/retryring/retryring/internal/swarm"
 )
 
-// machine is where and when the figures were measured.
+// machine is where and when the figures were measured: the host, the command, and the load
+// average at the end (benchkit.Machine has the one at the start).
 type machine struct {
-	when      time.Time
-	command   string
-	cpus      int
-	cpuModel  string
-	kernel    string
-	loadStart string
-	loadEnd   string
+	benchkit.Machine
+	command string
+	loadEnd string
 }
 
 func describe() machine {
-	m := machine{when: time.Now().UTC(), command: benchkit.Command(), cpus: runtime.NumCPU(), loadStart: loadAvg()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.cpuModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return m
+	return machine{Machine: benchkit.DescribeHost(), command: benchkit.Command()}
 }
-
-func loadAvg() string { return benchkit.LoadAvg() }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
@@ -47,9 +29,9 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 func render(m machine, o options, rs []*result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "command:  `%s`\n", m.command)
-	fmt.Fprintf(&b, "date:     %s\n", m.when.Format(time.RFC3339))
-	fmt.Fprintf(&b, "machine:  %d CPUs (%s), kernel %s, %s\n", m.cpus, m.cpuModel, m.kernel, runtime.Version())
-	fmt.Fprintf(&b, "load avg: %s at the start, %s at the end\n", m.loadStart, m.loadEnd)
+	fmt.Fprintf(&b, "date:     %s\n", m.When.Format(time.RFC3339))
+	fmt.Fprintf(&b, "machine:  %d CPUs (%s), kernel %s, %s\n", m.CPUs, m.CPUModel, m.Kernel, runtime.Version())
+	fmt.Fprintf(&b, "load avg: %s at the start, %s at the end\n", m.LoadAvgFrom, m.loadEnd)
 	fmt.Fprintf(&b, "binary:   %s (%s)\n", o.binary, oneLine(o.binaryVersion))
 	fmt.Fprintf(&b, "files:    %s\n", o.files)
 	fmt.Fprintf(&b, "per column: 3 `retryring coordinator` processes on loopback, N lease clients (worker/leaseclient) in this process, one RSocket connection each, worker i in ring i mod N/10; the join storm starts once the fresh cluster's first-assignment wait (its holder bound) is over; steady %v, then kill -9 of the leader, then a rolling restart by SIGTERM (c3, c2, c1)\n\n", o.steady)

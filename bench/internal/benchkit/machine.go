@@ -17,6 +17,7 @@ import (
 type Machine struct {
 	When        time.Time
 	CPUs        int    // runtime.NumCPU (nproc)
+	CPUModel    string // model name of /proc/cpuinfo
 	Kernel      string // uname -r
 	MemTotal    string // MemTotal of /proc/meminfo
 	Go          string
@@ -30,6 +31,20 @@ type Machine struct {
 
 // Describe reads the machine and the Cassandra node's settings.
 func Describe(ctx context.Context, s *gocql.Session) Machine {
+	m := DescribeHost()
+	if out, err := exec.CommandContext(ctx, "java", "-version").CombinedOutput(); err == nil {
+		m.JDK, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
+	}
+	_ = s.Query(`SELECT release_version FROM system.local`).WithContext(ctx).Scan(&m.Cassandra)
+	m.CommitLog = setting(ctx, s, "commitlog_sync")
+	m.WarnAt = setting(ctx, s, "tombstone_warn_threshold")
+	m.FailAt = setting(ctx, s, "tombstone_failure_threshold")
+	return m
+}
+
+// DescribeHost reads the machine alone, for the benchmarks that run no Cassandra (the
+// coordinator's): its CPUs and their model, memory, kernel, Go and the load average now.
+func DescribeHost() Machine {
 	m := Machine{When: time.Now().UTC(), CPUs: runtime.NumCPU(), Go: runtime.Version(), LoadAvgFrom: LoadAvg()}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
@@ -41,13 +56,14 @@ func Describe(ctx context.Context, s *gocql.Session) Machine {
 			}
 		}
 	}
-	if out, err := exec.CommandContext(ctx, "java", "-version").CombinedOutput(); err == nil {
-		m.JDK, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
 	}
-	_ = s.Query(`SELECT release_version FROM system.local`).WithContext(ctx).Scan(&m.Cassandra)
-	m.CommitLog = setting(ctx, s, "commitlog_sync")
-	m.WarnAt = setting(ctx, s, "tombstone_warn_threshold")
-	m.FailAt = setting(ctx, s, "tombstone_failure_threshold")
 	return m
 }
 
