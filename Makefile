@@ -11,7 +11,7 @@ export CASSANDRA_TOMBSTONE_WARN ?= 100
 # average of 11 (its 100,000-row tombstone acceptance test alone 16 min); alone it takes 6-10.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test test-unit test-go lint vet fmt demo chaos bench bench-ring clean \
+.PHONY: all build test test-unit test-go lint vet fmt demo chaos bench bench-ring bench-flow bench-swarm clean \
         cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium
 
 all: build
@@ -98,7 +98,17 @@ bench: build cassandra-start
 	$(GO) run ./bench/drain -total 150000 -segment 15000 -workers 1,3 -impl ours,naive,naive+markers
 
 bench-ring: build
-	$(GO) run ./bench/ringbench
+	$(GO) run ./bench/ringbench -timing old,new
+
+# Figures 6-9 (replay, outage, rate limit, pause): real processes and the shared Cassandra, ~40 minutes.
+bench-flow: build cassandra-start
+	$(GO) run ./bench/replay -dead 10000 -rate 500 -baseline-rate
+	$(GO) run ./bench/outage -count 20000 -outage 5m -binary $(BIN)/retryring -variant breaker= -variant no-breaker=--no-breaker
+	$(GO) run ./bench/flow -binary $(BIN)/retryring
+
+# Figure 10: 200 and 1,000 lease clients through a join storm, a leader kill and a rolling restart (~10 minutes).
+bench-swarm: build
+	$(GO) run ./bench/swarm -workers 200,1000 -timing new,old -binary $(BIN)/retryring
 
 clean:
 	rm -rf $(BIN)
