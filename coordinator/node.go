@@ -319,7 +319,11 @@ func (n *Node) leaderErr() error {
 		sinceContact = n.cfg.sinceContact
 	}
 	if since := sinceContact(n.raft.LastContact()); since >= n.cfg.ElectionTimeout {
-		return noLeader("leader %s not heard from for %v (election timeout %v)", id, since.Round(time.Millisecond), n.cfg.ElectionTimeout)
+		// The silent leader is left out of the list: a client adds the list to its addresses and
+		// would otherwise cycle back onto a node that is probably dead.
+		we := noLeader("leader %s not heard from for %v (election timeout %v)", id, since.Round(time.Millisecond), n.cfg.ElectionTimeout).(*lease.WireError)
+		we.Coordinators = slices.DeleteFunc(we.Coordinators, func(c lease.WireCoordinator) bool { return c.ID == id })
+		return we
 	}
 	return &lease.WireError{Code: lease.CodeNotLeader, LeaderID: id, LeaderRSocketAddr: addr}
 }

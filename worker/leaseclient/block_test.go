@@ -27,3 +27,22 @@ func TestBlockTurnsAReleasedAnswerIntoALostConnection(t *testing.T) {
 		t.Fatalf("block of a plain answer = %v, %v", p, err)
 	}
 }
+
+// otherPanicMono panics as a bug would.
+type otherPanicMono struct{ mono.Mono }
+
+func (otherPanicMono) Block(context.Context) (payload.Payload, error) {
+	panic("index out of range")
+}
+
+// TestBlockLetsOtherPanicsThrough: only the released frame is a lost connection; any other panic
+// is a bug and must not be hidden as one.
+func TestBlockLetsOtherPanicsThrough(t *testing.T) {
+	defer func() {
+		if r := recover(); r != "index out of range" {
+			t.Fatalf("recovered %v, want the other panic to come through", r)
+		}
+	}()
+	_, err := block(context.Background(), otherPanicMono{})
+	t.Fatalf("block returned %v instead of panicking", err)
+}

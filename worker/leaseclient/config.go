@@ -32,9 +32,9 @@ const (
 	// DefaultBackoffMin and DefaultBackoffMax bound the reconnect delay once no usable lease is held.
 	DefaultBackoffMin = 100 * time.Millisecond
 	DefaultBackoffMax = 5 * time.Second
-	// DefaultBackoffHolding is the mean spacing of reconnect attempts while the worker holds a
-	// usable lease: each waits a uniform draw from [50, 150) ms, but the first after an element,
-	// which goes at once.
+	// DefaultBackoffHolding is the mean spacing of the first reconnect attempts while the worker
+	// holds a usable lease: the first after an element goes at once, the next waits a uniform draw
+	// from [50, 150) ms, and the mean doubles with each one after, up to 10 × this (1 s).
 	DefaultBackoffHolding = 100 * time.Millisecond
 	// DefaultReportPeriod is how often ring.report goes out: the protocol's period, which the
 	// leader's "older than three periods reads unknown" rule is built on.
@@ -46,10 +46,12 @@ const maxIDLen = 256
 
 // Backoff paces reconnect attempts (docs/protocol.md section 9; the address order is in
 // redial.go). While the Guard holds a usable lease (its end is still ahead on the worker clock),
-// the first retry after an element goes at once and each next one waits a uniform draw from
-// [Holding/2, 3·Holding/2): the worker must reach the new leader of a failover before that lease
-// runs out, and a doubling delay grown over an election's failed attempts would sleep through it
-// (77 of 160 probe-trials lost their lease in the leader-kill benchmark). Once no usable lease is held, before paced
+// the first retry after an element goes at once and the k-th next one waits a uniform draw from
+// [m/2, 3m/2) with m = min(Holding·2^(k-1), 10·Holding): the worker must reach the new leader of a
+// failover before that lease runs out, and a doubling delay grown to seconds over an election's
+// failed attempts would sleep through it (77 of 160 probe-trials lost their lease in the
+// leader-kill benchmark), while a flat 100 ms for a whole lease made a storm of 1,000 workers
+// (bench/swarm). Once no usable lease is held, before paced
 // attempt n (0-based, counted since the last element or since the lease ran out) the client sleeps
 // a uniform draw from [0, min(Max, Min·2^n)) — "full jitter", so that workers cut off together do
 // not reconnect together, and a worker with nothing to lose spares the coordinators. After
@@ -60,9 +62,10 @@ type Backoff struct {
 	// Max is the last ceiling of the doubling and the delay after a configuration error. Default
 	// DefaultBackoffMax.
 	Max time.Duration
-	// Holding is the mean spacing of retries while a usable lease is held. It costs about
-	// ttl / Holding quick attempts per worker per outage (100 with the defaults), each a refused
-	// TCP connect or a SETUP answered by an error. Default DefaultBackoffHolding.
+	// Holding is the mean spacing of the first retries while a usable lease is held (it doubles
+	// up to 10 × Holding). With the defaults a worker cut off for a whole 10 s lease makes about 15
+	// attempts, each a refused TCP connect or a SETUP answered by an error. Default
+	// DefaultBackoffHolding.
 	Holding time.Duration
 }
 

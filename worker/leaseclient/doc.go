@@ -4,8 +4,9 @@
 // ranges it stopped using after an epoch change, leaves gracefully, and reconnects after any failure
 // while keeping the process's incarnation. Reconnects follow docs/protocol.md section 9 (dialPlan in
 // redial.go): the next address of the list after a failure, never the one that just failed; while a
-// usable lease is held the first retry at once and the next ones every 50–150 ms, so that a leader
-// failover shorter than the lease costs no range; the doubling backoff only once the lease is gone.
+// usable lease is held the first retry at once and the next ones after a jittered 100 ms doubling
+// to about 1 s, so that a leader failover shorter than the lease costs no range without a fleet of
+// retries becoming a storm; the backoff to seconds only once the lease is gone.
 //
 // Its SETUP announces the "controls" feature, so every element carries the ring's flow controls
 // (pause, impl pause, rate), which reach the data plane as lease.Lease.Controls with the element's

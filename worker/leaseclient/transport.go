@@ -42,6 +42,9 @@ func remoteError(err error) (out error) {
 	// A released frame panics when read; then all we know is that the connection is gone.
 	defer func() {
 		if r := recover(); r != nil {
+			if !releasedFrame(r) {
+				panic(r)
+			}
 			out = fmt.Errorf("%w: unreadable error frame (%v)", ErrDisconnected, r)
 		}
 	}()
