@@ -95,18 +95,12 @@ func fail(err error) {
 }
 
 func run(ctx context.Context, o options) (err error) {
-	m := describe()
-	dir, err := os.MkdirTemp("", "ringbench-")
+	m := benchkit.StartRun()
+	dir, done, err := benchkit.TempDir("ringbench-", o.keep, logf)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if o.keep || err != nil {
-			logf("logs kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	}()
+	defer func() { done(err) }()
 	bins, err := build(ctx, dir, o.retryring)
 	if err != nil {
 		return err
@@ -152,7 +146,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		base.timeouts[figBaseline] += b.timeouts
 	}
-	m.loadEnd = benchkit.LoadAvg()
+	m.LoadEnd = benchkit.LoadAvg()
 	report := renderReport(m, o, runs, base)
 	fmt.Print(report)
 	if o.out != "" {

@@ -13,18 +13,6 @@ import (
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 
-// machine is where and when the figures were measured: the host, the command, and the load
-// average at the end (benchkit.Machine has the one at the start).
-type machine struct {
-	benchkit.Machine
-	command string
-	loadEnd string
-}
-
-func describe() machine {
-	return machine{Machine: benchkit.DescribeHost(), command: benchkit.Command()}
-}
-
 // row is one line of the figure table.
 type row struct {
 	fig, what, span, target string
@@ -57,11 +45,11 @@ func fmtDur(d time.Duration) string {
 
 // renderReport is the report of a run: the command and the machine, then per timing its table
 // and raw values, then (with two timings or more) the figures side by side, then the baseline.
-func renderReport(m machine, o options, runs []timingRun, base *results) string {
+func renderReport(m benchkit.Run, o options, runs []timingRun, base *results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "command: `%s`\n\n", m.command)
+	fmt.Fprintf(&b, "command: `%s`\n\n", m.Command)
 	fmt.Fprintf(&b, "date: %s; machine: %d CPUs (%s), kernel %s, %s; load average %s at the start, %s at the end\n\n",
-		m.When.Format(time.RFC3339), m.CPUs, m.CPUModel, m.Kernel, runtime.Version(), m.LoadAvgFrom, m.loadEnd)
+		m.When.Format(time.RFC3339), m.CPUs, m.CPUModel, m.Kernel, runtime.Version(), m.LoadAvgFrom, m.LoadEnd)
 	backoff := leaseclient.Backoff{Min: leaseclient.DefaultBackoffMin, Max: leaseclient.DefaultBackoffMax}
 	backoffSource := "the lease client's defaults"
 	if o.probeBackoffMax > 0 {

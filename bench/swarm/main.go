@@ -167,18 +167,12 @@ func identify(ctx context.Context, path string) string {
 }
 
 func run(ctx context.Context, o options) (err error) {
-	m := describe()
-	dir, err := os.MkdirTemp("", "swarm-")
+	m := benchkit.StartRun()
+	dir, done, err := benchkit.TempDir("swarm-", o.keep, logf)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if o.keep || err != nil {
-			logf("logs kept in %s", dir)
-			return
-		}
-		_ = os.RemoveAll(dir)
-	}()
+	defer func() { done(err) }()
 	if o.binary == "" {
 		root, err := proc.ModuleRoot()
 		if err != nil {
@@ -210,7 +204,7 @@ func run(ctx context.Context, o options) (err error) {
 			results = append(results, r)
 		}
 	}
-	m.loadEnd = benchkit.LoadAvg()
+	m.LoadEnd = benchkit.LoadAvg()
 	report := render(m, o, results)
 	fmt.Print(report)
 	if o.out != "" {

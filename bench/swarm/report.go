@@ -11,27 +11,15 @@ import (
 	"github.com/retryring/retryring/internal/swarm"
 )
 
-// machine is where and when the figures were measured: the host, the command, and the load
-// average at the end (benchkit.Machine has the one at the start).
-type machine struct {
-	benchkit.Machine
-	command string
-	loadEnd string
-}
-
-func describe() machine {
-	return machine{Machine: benchkit.DescribeHost(), command: benchkit.Command()}
-}
-
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 // render is the markdown report: a header, one column per (size, timing), the notes.
-func render(m machine, o options, rs []*result) string {
+func render(m benchkit.Run, o options, rs []*result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "command:  `%s`\n", m.command)
+	fmt.Fprintf(&b, "command:  `%s`\n", m.Command)
 	fmt.Fprintf(&b, "date:     %s\n", m.When.Format(time.RFC3339))
 	fmt.Fprintf(&b, "machine:  %d CPUs (%s), kernel %s, %s\n", m.CPUs, m.CPUModel, m.Kernel, runtime.Version())
-	fmt.Fprintf(&b, "load avg: %s at the start, %s at the end\n", m.LoadAvgFrom, m.loadEnd)
+	fmt.Fprintf(&b, "load avg: %s at the start, %s at the end\n", m.LoadAvgFrom, m.LoadEnd)
 	fmt.Fprintf(&b, "binary:   %s (%s)\n", o.binary, oneLine(o.binaryVersion))
 	fmt.Fprintf(&b, "files:    %s\n", o.files)
 	fmt.Fprintf(&b, "per column: 3 `retryring coordinator` processes on loopback, N lease clients (worker/leaseclient) in this process, one RSocket connection each, worker i in ring i mod N/10; the join storm starts once the fresh cluster's first-assignment wait (its holder bound) is over; steady %v, then kill -9 of the leader, then a rolling restart by SIGTERM (c3, c2, c1)\n\n", o.steady)

@@ -1,0 +1,30 @@
+package benchkit
+
+import "os"
+
+// Run is where and when a benchmark without a Cassandra node ran (the coordinator's): the host,
+// the command line, and the load average at its end (Machine has the one at its start).
+type Run struct {
+	Machine
+	Command string
+	LoadEnd string
+}
+
+// StartRun describes the host and the command now; set LoadEnd when the run is over.
+func StartRun() Run { return Run{Machine: DescribeHost(), Command: Command()} }
+
+// TempDir makes the run's directory for logs and data. The returned done removes it at the end
+// of the run unless keep is set or the run failed (then logf says where it is, for a post-mortem).
+func TempDir(prefix string, keep bool, logf func(format string, args ...any)) (dir string, done func(runErr error), err error) {
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func(runErr error) {
+		if keep || runErr != nil {
+			logf("logs kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}, nil
+}
