@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/retryring/retryring/internal/tlsfiles"
 )
 
 // Config says how to reach Cassandra. The zero value of every field means its default.
@@ -35,10 +37,23 @@ type Config struct {
 	// ProtoVersion is the native protocol version. Default 4, the newest gocql v1.7.0 speaks in
 	// full; setting it also skips the version probe at connect.
 	ProtoVersion int
-	// Username and Password turn on PasswordAuthenticator when Username is set.
+	// Username and Password log in to a node that runs PasswordAuthenticator; both or neither.
+	// Password comes from a file or the environment, never from a command line (ReadPassword).
 	Username string
 	Password string
+	// TLS names the PEM files of client encryption. CA verifies the nodes' certificates (empty:
+	// the system roots); Cert and Key, together, are the client certificate of nodes that set
+	// require_client_auth.
+	TLS tlsfiles.Files
+	// ServerName is the name every node's certificate must carry; empty: the address dialled,
+	// so each node's certificate needs that IP (or host name) as a subject alternative name.
+	// TLS is on when ServerName or any TLS file is set, and then the nodes' certificates are
+	// always verified: gocql's EnableHostVerification is on.
+	ServerName string
 }
+
+// TLSEnabled reports whether connections are encrypted.
+func (c Config) TLSEnabled() bool { return c.TLS.Enabled() || c.ServerName != "" }
 
 // Defaults of Config.
 const (
@@ -113,6 +128,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: empty host", ErrConfig)
 		}
 	}
+	switch {
+	case c.Username == "" && c.Password != "":
+		return fmt.Errorf("%w: a password without a username", ErrConfig)
+	case c.Username != "" && c.Password == "":
+		return fmt.Errorf("%w: username %q without a password (give a password file or the environment variable)", ErrConfig, c.Username)
+	case (c.TLS.Cert == "") != (c.TLS.Key == ""):
+		return fmt.Errorf("%w: a TLS client certificate and its key go together (certificate %q, key %q)", ErrConfig, c.TLS.Cert, c.TLS.Key)
+	}
 	return nil
 }
 
@@ -163,6 +186,15 @@ func (c Config) ClusterConfig() (*gocql.ClusterConfig, error) {
 	if c.Username != "" {
 		cc.Authenticator = gocql.PasswordAuthenticator{Username: c.Username, Password: c.Password}
 	}
+	if c.TLSEnabled() {
+		// tlsfiles reads the files now, so that a missing, malformed or expired client
+		// certificate is named here rather than in a handshake error of every node.
+		tc, err := tlsfiles.Client(c.TLS, c.ServerName, nil)
+		if err != nil {
+			return nil, fmt.Errorf("cassandra: %w", err)
+		}
+		cc.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: true}
+	}
 	return cc, nil
 }
 
@@ -177,6 +209,14 @@ func Connect(ctx context.Context, c Config) (*gocql.Session, error) {
 		s   *gocql.Session
 		err error
 	}
+	// gocql flattens the cause of a failed connect into its message (%v); the observer sees the
+	// error itself, which explain turns into one line saying what is wrong.
+	seen := &connectErrors{}
+	cc.ConnectObserver = seen
+	logs := newHeldLogger()
+	if cc.Logger == nil {
+		cc.Logger = logs
+	}
 	done := make(chan result, 1)
 	go func() {
 		s, err := cc.CreateSession()
@@ -184,11 +224,13 @@ func Connect(ctx context.Context, c Config) (*gocql.Session, error) {
 	}()
 	select {
 	case r := <-done:
+		logs.release(r.err == nil)
 		if r.err != nil {
-			return nil, fmt.Errorf("cassandra: connect to %v: %w", cc.Hosts, r.err)
+			return nil, seen.explain(c.WithDefaults(), r.err)
 		}
 		return r.s, nil
 	case <-ctx.Done():
+		logs.release(true)
 		go func() {
 			if r := <-done; r.s != nil {
 				r.s.Close()

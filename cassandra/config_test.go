@@ -2,12 +2,15 @@ package cassandra
 
 import (
 	"errors"
+	"log"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gocql/gocql"
 
+	"github.com/retryring/retryring/internal/tlsfiles"
+	"github.com/retryring/retryring/internal/tlstest"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -123,3 +126,81 @@ func TestEveryStatementRegistered(t *testing.T) {
 }
 
 func ringKey() lease.RingKey { return lease.RingKey{Region: "r", Cluster: "c", Service: "s"} }
+
+func TestConfigValidateCredentialsAndTLS(t *testing.T) {
+	for _, c := range []Config{
+		{Username: "retryring"},
+		{Password: "secret"},
+		{TLS: tlsfiles.Files{Cert: "client.crt"}},
+		{TLS: tlsfiles.Files{Key: "client.key"}},
+	} {
+		err := c.Validate()
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("Validate(%+v) = %v, want ErrConfig", c, err)
+		}
+	}
+	if err := (Config{Username: "retryring", Password: "secret"}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClusterConfigTLSVerifiesTheNodes(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA("ca")
+	caFile := ca.WriteCA(dir, "ca.pem")
+	cert, key := ca.Issue(tlstest.Options{}).Write(dir, "client")
+
+	cc, err := Config{}.ClusterConfig()
+	if err != nil || cc.SslOpts != nil || cc.Authenticator != nil {
+		t.Fatalf("plain config: TLS %+v, authenticator %v, %v", cc.SslOpts, cc.Authenticator, err)
+	}
+	cc, err = Config{TLS: tlsfiles.Files{CA: caFile, Cert: cert, Key: key}, ServerName: "cassandra.internal",
+		Username: "retryring", Password: "secret"}.ClusterConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cc.SslOpts
+	if o == nil || !o.EnableHostVerification || o.InsecureSkipVerify || o.ServerName != "cassandra.internal" ||
+		o.RootCAs == nil || o.GetClientCertificate == nil {
+		t.Fatalf("TLS options: %+v", o)
+	}
+	if a, ok := cc.Authenticator.(gocql.PasswordAuthenticator); !ok || a.Username != "retryring" || a.Password != "secret" {
+		t.Fatalf("authenticator: %#v", cc.Authenticator)
+	}
+	// A server name alone turns TLS on against the system roots.
+	cc, err = Config{ServerName: "cassandra.example.com"}.ClusterConfig()
+	if err != nil || cc.SslOpts == nil || cc.SslOpts.RootCAs != nil || !cc.SslOpts.EnableHostVerification {
+		t.Fatalf("server name only: %+v, %v", cc.SslOpts, err)
+	}
+	// A missing CA file is named when the configuration is built.
+	if _, err := (Config{TLS: tlsfiles.Files{CA: dir + "/missing.pem"}}).ClusterConfig(); !errors.Is(err, tlsfiles.ErrBadFile) ||
+		!strings.Contains(err.Error(), "missing.pem") {
+		t.Fatalf("missing CA: %v", err)
+	}
+}
+
+func TestHeldLoggerDropsTheLinesOfAFailedConnectAndPassesTheOthers(t *testing.T) {
+	var out strings.Builder
+	prev := gocql.Logger
+	gocql.Logger = log.New(&out, "", 0)
+	t.Cleanup(func() { gocql.Logger = prev })
+
+	failed := newHeldLogger()
+	failed.Printf("gocql: unable to dial control conn %s", "127.0.0.1:9042")
+	failed.release(false)
+	failed.Println("after", "the connect")
+	if got := out.String(); got != "after the connect\n" {
+		t.Fatalf("failed connect logged %q", got)
+	}
+
+	out.Reset()
+	ok := newHeldLogger()
+	ok.Print("host 127.0.0.2 down")
+	if out.Len() != 0 {
+		t.Fatalf("logged while connecting: %q", out.String())
+	}
+	ok.release(true)
+	if got := out.String(); got != "host 127.0.0.2 down\n" {
+		t.Fatalf("successful connect logged %q", got)
+	}
+}

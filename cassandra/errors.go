@@ -26,3 +26,14 @@ var (
 	// written over. Trying again would not help; the caller reports it.
 	ErrDeadLetterChanged = errors.New("cassandra: dead letter changed since it was read")
 )
+
+// Errors of Connect that say why no session could be opened. Each wraps the driver's error too.
+var (
+	// ErrLogin means a node refused the login: wrong username or password, a role that may not
+	// log in, or no credentials given to a node that runs PasswordAuthenticator.
+	ErrLogin = errors.New("cassandra: login refused")
+	// ErrTLS means the TLS settings and the node's do not fit: a node's certificate failed
+	// verification (unknown CA, another name, expired), the node refused the client certificate
+	// or wanted one, or one side speaks TLS and the other does not.
+	ErrTLS = errors.New("cassandra: TLS")
+)
