@@ -76,7 +76,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 
 // store connects to Cassandra and checks the schema; close ends the session.
 func (d *deadLetterFlags) store(ctx context.Context) (st *cassandra.Store, close func(), err error) {
-	session, err := cassandra.Connect(ctx, d.cf.config())
+	session, err := d.cf.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -63,7 +63,7 @@ func runRecord(ctx context.Context, cmd *cobra.Command, o recordOptions) error {
 	if o.prefix == "" {
 		o.prefix = fmt.Sprintf("tx-%d-", time.Now().UnixNano())
 	}
-	session, err := cassandra.Connect(ctx, o.cf.config())
+	session, err := o.cf.connect(ctx)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,10 @@ func newSchemaCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg := cf.config()
+			cfg, err := cf.config()
+			if err != nil {
+				return err
+			}
 			cfg.Keyspace = ""                 // the keyspace may not exist yet
 			if cfg.Timeout < 20*time.Second { // creating tables is slow on a busy node
 				cfg.Timeout = 20 * time.Second

@@ -108,7 +108,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		return err
 	}
 
-	session, err := cassandra.Connect(ctx, o.cf.config())
+	session, err := o.cf.connect(ctx)
 	if err != nil {
 		return err
 	}
