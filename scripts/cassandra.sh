@@ -21,6 +21,22 @@
 #   CASSANDRA_START_TIMEOUT    [180]  seconds that start/wait allow for CQL to answer
 #   CASSANDRA_STOP_TIMEOUT     [90]   seconds that stop allows before kill -9
 #   JAVA                       [$JAVA_HOME/bin/java, else java on PATH]  JDK 11 or 17
+#
+# Client encryption and authentication (off unless set; docs/cassandra.md, "TLS and authentication"):
+#   CASSANDRA_TLS_CERT         PEM certificate (chain) of the node; with CASSANDRA_TLS_KEY turns on
+#                              client_encryption_options (enabled, optional: false: plain CQL is refused)
+#   CASSANDRA_TLS_KEY          PEM private key of that certificate, unencrypted
+#   CASSANDRA_TLS_CA           PEM CA certificates that client certificates must chain to [the node's
+#                              own certificate: Cassandra's PEM factory insists on a truststore]
+#   CASSANDRA_TLS_CLIENT_AUTH  [true when CASSANDRA_TLS_CA is set, else false]  require_client_auth
+#                              (a boolean in 5.0). When true, the readiness probe presents the node's own
+#                              certificate, so it must chain to CASSANDRA_TLS_CA.
+#   CASSANDRA_AUTH             [none]  password: PasswordAuthenticator, CassandraAuthorizer and
+#                              CassandraRoleManager; the default superuser is cassandra/cassandra
+#   CASSANDRA_SUPERUSER_PASSWORD [cassandra]  what the readiness probe logs in with
+# A second node beside the default one needs its own CASSANDRA_HOME_DIR and address (all of 127/8 is
+# loopback), e.g. CASSANDRA_HOME_DIR=.cassandra-tls CASSANDRA_LISTEN_ADDRESS=127.0.0.2 CASSANDRA_PORT=9142
+# CASSANDRA_STORAGE_PORT=7100 CASSANDRA_JMX_PORT=7299 CASSANDRA_LIB_DIR=.cassandra/lib (the jars are shared).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,6 +66,11 @@ HEAP="${CASSANDRA_HEAP:-1G}"
 START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-180}"
 STOP_TIMEOUT="${CASSANDRA_STOP_TIMEOUT:-90}"
 ADDR="$LISTEN:$PORT"
+TLS_CERT="${CASSANDRA_TLS_CERT:-}"
+TLS_KEY="${CASSANDRA_TLS_KEY:-}"
+TLS_CA="${CASSANDRA_TLS_CA:-}"
+TLS_CLIENT_AUTH="${CASSANDRA_TLS_CLIENT_AUTH:-}"
+AUTH="${CASSANDRA_AUTH:-none}"
 
 log() { echo "cassandra.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -130,11 +151,40 @@ cqlping_bin() {
   echo "$bin"
 }
 
+# probe_args are cqlping's flags for the node as its running yaml configures it (not as the
+# environment asks), so that status and wait work on an encrypted node without its settings.
+probe_args() {
+  local yaml="$CONF_DIR/cassandra.yaml"
+  [[ -f "$yaml" ]] || return 0
+  if grep -q '^# client encryption: on' "$yaml"; then
+    # Readiness only: the node's own keystore (key and certificate in one PEM file) is the
+    # client certificate, and the server certificate is not verified.
+    echo "-tls-insecure -cert $CONF_DIR/client-keystore.pem -key $CONF_DIR/client-keystore.pem"
+  fi
+  if grep -q '^authenticator: PasswordAuthenticator' "$yaml"; then
+    echo "-username cassandra"
+  fi
+}
+
+# security_summary names what the running yaml turns on, for the start and status lines.
+security_summary() {
+  local yaml="$CONF_DIR/cassandra.yaml" out=""
+  if grep -q '^# client encryption: on' "$yaml" 2>/dev/null; then
+    out=", client TLS (require_client_auth: $(awk '/^  require_client_auth:/ {print $2; exit}' "$yaml"))"
+  fi
+  if grep -q '^authenticator: PasswordAuthenticator' "$yaml" 2>/dev/null; then
+    out="$out, PasswordAuthenticator"
+  fi
+  echo "$out"
+}
+
 # ping succeeds when a CQL session reads system.local; it prints release_version.
 ping() {
   local bin
   if bin="$(cqlping_bin 2>/dev/null)"; then
-    "$bin" -addr "$ADDR" -timeout "${1:-5s}" 2>/dev/null
+    # shellcheck disable=SC2046 # probe_args prints paths without spaces (the home dir's)
+    CQLPING_PASSWORD="${CASSANDRA_SUPERUSER_PASSWORD:-cassandra}" \
+      "$bin" -addr "$ADDR" -timeout "${1:-5s}" $(probe_args) 2>/dev/null
   else
     # No Go toolchain (or the build failed): an open native port is the best we can check.
     port_open "$LISTEN" "$PORT" && echo "unknown (port $PORT open; cqlping unavailable)"
@@ -158,7 +208,7 @@ wait_ready() {
       die "Cassandra exited during start (see $LOG_DIR)"
     fi
     if port_open "$LISTEN" "$PORT" && v="$(ping 5s)"; then
-      echo "Cassandra $v ready on $ADDR after $(since "$t0") s (pid $(pid_of), commitlog_sync $(grep -m1 '^commitlog_sync:' "$CONF_DIR/cassandra.yaml" | awk '{print $2}'), tombstone_warn_threshold $(grep -m1 '^tombstone_warn_threshold:' "$CONF_DIR/cassandra.yaml" | awk '{print $2}'))"
+      echo "Cassandra $v ready on $ADDR after $(since "$t0") s (pid $(pid_of), commitlog_sync $(grep -m1 '^commitlog_sync:' "$CONF_DIR/cassandra.yaml" | awk '{print $2}'), tombstone_warn_threshold $(grep -m1 '^tombstone_warn_threshold:' "$CONF_DIR/cassandra.yaml" | awk '{print $2}')$(security_summary))"
       return 0
     fi
     if (( $(date +%s) >= deadline )); then
@@ -225,6 +275,68 @@ hinted_handoff_enabled: false
 tombstone_warn_threshold: $TOMBSTONE_WARN
 tombstone_failure_threshold: $TOMBSTONE_FAIL
 EOF
+  write_security_yaml >>"$out"
+}
+
+tls_on() { [[ -n "$TLS_CERT" || -n "$TLS_KEY" ]]; }
+
+# client_auth is require_client_auth: as asked, else true exactly when a client CA is given.
+client_auth() {
+  if [[ -n "$TLS_CLIENT_AUTH" ]]; then echo "$TLS_CLIENT_AUTH"
+  elif [[ -n "$TLS_CA" ]]; then echo true
+  else echo false
+  fi
+}
+
+# copy_tls_files stages the PEM files where the yaml points: Cassandra's PEMBasedSslContextFactory
+# reads the private key and its certificate chain from one keystore file, and wants a truststore
+# even when no client certificate is asked for.
+copy_tls_files() {
+  tls_on || return 0
+  local f
+  for f in "$TLS_CERT" "$TLS_KEY" ${TLS_CA:+"$TLS_CA"}; do
+    [[ -r "$f" ]] || die "cannot read TLS file '$f'"
+  done
+  grep -q -- '-----BEGIN CERTIFICATE-----' "$TLS_CERT" || die "CASSANDRA_TLS_CERT $TLS_CERT holds no PEM certificate"
+  grep -q -- '-----BEGIN .*PRIVATE KEY-----' "$TLS_KEY" || die "CASSANDRA_TLS_KEY $TLS_KEY holds no PEM private key"
+  if grep -q -- '-----BEGIN ENCRYPTED PRIVATE KEY-----' "$TLS_KEY"; then
+    die "CASSANDRA_TLS_KEY $TLS_KEY is encrypted; give it unencrypted"
+  fi
+  (umask 077 && cat "$TLS_KEY" "$TLS_CERT" >"$CONF_DIR/client-keystore.pem.new" \
+    && cat "${TLS_CA:-$TLS_CERT}" >"$CONF_DIR/client-truststore.pem.new")
+}
+
+# install_tls_files moves the staged copies in place, once the node is known to be (re)started.
+install_tls_files() {
+  tls_on || return 0
+  mv "$CONF_DIR/client-keystore.pem.new" "$CONF_DIR/client-keystore.pem"
+  mv "$CONF_DIR/client-truststore.pem.new" "$CONF_DIR/client-truststore.pem"
+}
+
+drop_staged_tls_files() { rm -f "$CONF_DIR/client-keystore.pem.new" "$CONF_DIR/client-truststore.pem.new"; }
+
+write_security_yaml() {
+  if tls_on; then
+    # The digest makes a running node with other certificates show up in start's settings diff.
+    cat <<EOF
+# client encryption: on (PEM files sha256 $(cat "$CONF_DIR/client-keystore.pem.new" "$CONF_DIR/client-truststore.pem.new" | sha256sum | cut -c1-16))
+client_encryption_options:
+  enabled: true
+  optional: false
+  ssl_context_factory:
+    class_name: org.apache.cassandra.security.PEMBasedSslContextFactory
+  keystore: $CONF_DIR/client-keystore.pem
+  truststore: $CONF_DIR/client-truststore.pem
+  require_client_auth: $(client_auth)
+EOF
+  fi
+  if [[ "$AUTH" == password ]]; then
+    cat <<EOF
+authenticator: PasswordAuthenticator
+authorizer: CassandraAuthorizer
+role_manager: CassandraRoleManager
+EOF
+  fi
 }
 
 write_logback() {
@@ -339,12 +451,21 @@ check_settings() {
     [[ "${!n}" =~ ^[0-9]+$ ]] || die "CASSANDRA_$n must be a number (got '${!n}')"
   done
   [[ "$HEAP" =~ ^[0-9]+[kKmMgG]$ ]] || die "CASSANDRA_HEAP must look like 1G or 512M (got '$HEAP')"
+  [[ "$AUTH" == none || "$AUTH" == password ]] || die "CASSANDRA_AUTH must be none or password (got '$AUTH')"
+  if tls_on; then
+    [[ -n "$TLS_CERT" && -n "$TLS_KEY" ]] || die "CASSANDRA_TLS_CERT and CASSANDRA_TLS_KEY go together"
+  fi
+  case "$(client_auth)" in
+    true|false) ;;
+    *) die "CASSANDRA_TLS_CLIENT_AUTH must be true or false (got '$TLS_CLIENT_AUTH')" ;;
+  esac
 }
 
 do_start() {
   check_settings
   mkdir -p "$DATA_DIR" "$CONF_DIR/triggers" "$LOG_DIR"
   local yaml_new="$CONF_DIR/cassandra.yaml.new"
+  copy_tls_files
   write_yaml "$yaml_new"
   lib_complete || cmd_fetch
 
@@ -355,7 +476,7 @@ do_start() {
       diff "$CONF_DIR/cassandra.yaml" "$yaml_new" >&2 || true
       log "WARNING: keeping the running node; 'scripts/cassandra.sh stop' then 'start' applies the new settings"
     fi
-    rm -f "$yaml_new"
+    rm -f "$yaml_new"; drop_staged_tls_files
     if v="$(ping 5s)"; then
       echo "Cassandra $v already running on $ADDR (pid $(pid_of))"
       return 0
@@ -366,12 +487,13 @@ do_start() {
   fi
   rm -f "$PID_FILE"
   if port_open "$LISTEN" "$PORT"; then
-    rm -f "$yaml_new"
+    rm -f "$yaml_new"; drop_staged_tls_files
     die "port $ADDR is already taken by another process (not the Cassandra of $HOME_DIR); set CASSANDRA_PORT"
   fi
 
   local java; java="$(java_bin)"; check_java "$java"
   mv "$yaml_new" "$CONF_DIR/cassandra.yaml"
+  install_tls_files
   write_logback "$CONF_DIR/logback.xml"
   jvm_args
   # Build the readiness checker before the JVM competes for the 2 cores.
@@ -477,7 +599,7 @@ cmd_status() {
     return 3
   fi
   if v="$(ping 5s)"; then
-    echo "Cassandra $v running on $ADDR (pid $pid, home $HOME_DIR, $(grep -m1 '^commitlog_sync:' "$CONF_DIR/cassandra.yaml"), $(grep -m1 '^tombstone_warn_threshold:' "$CONF_DIR/cassandra.yaml"))"
+    echo "Cassandra $v running on $ADDR (pid $pid, home $HOME_DIR, $(grep -m1 '^commitlog_sync:' "$CONF_DIR/cassandra.yaml"), $(grep -m1 '^tombstone_warn_threshold:' "$CONF_DIR/cassandra.yaml")$(security_summary))"
     return 0
   fi
   echo "Cassandra running (pid $pid) but not answering CQL on $ADDR"

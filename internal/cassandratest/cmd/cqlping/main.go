@@ -1,6 +1,8 @@
 // Command cqlping checks that Cassandra answers CQL: it connects to -addr, reads
 // release_version from system.local, prints it and exits 0; otherwise it prints the
-// error and exits 1. scripts/cassandra.sh uses it as the readiness check.
+// error and exits 1. scripts/cassandra.sh uses it as the readiness check, also of a node with
+// client encryption (-tls-insecure or -ca, -cert/-key) and PasswordAuthenticator (-username, the
+// password in $CQLPING_PASSWORD so that it stays off the command line).
 package main
 
 import (
@@ -14,11 +16,18 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/retryring/retryring/internal/tlsfiles"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9042", "host:port of the native transport")
 	timeout := flag.Duration("timeout", 5*time.Second, "connect and query timeout")
+	insecure := flag.Bool("tls-insecure", false, "TLS without verifying the node's certificate (a readiness probe of one's own node)")
+	ca := flag.String("ca", "", "TLS: PEM CA that signed the node's certificate")
+	cert := flag.String("cert", "", "TLS: PEM client certificate (a file holding the key too will do for -key)")
+	key := flag.String("key", "", "TLS: PEM key of -cert")
+	username := flag.String("username", "", "PasswordAuthenticator login; the password is $CQLPING_PASSWORD")
 	flag.Parse()
 	gocql.Logger = log.New(io.Discard, "", 0) // keep the readiness loop quiet
 
@@ -38,6 +47,18 @@ func main() {
 	c.NumConns = 1
 	c.DisableInitialHostLookup = true
 	c.Consistency = gocql.One
+	if *insecure || *ca != "" || *cert != "" {
+		files := tlsfiles.Files{CA: *ca, Cert: *cert, Key: *key}
+		cfg, err := tlsfiles.Client(files, "", nil)
+		if err != nil {
+			fail(err)
+		}
+		cfg.InsecureSkipVerify = *insecure
+		c.SslOpts = &gocql.SslOptions{Config: cfg, EnableHostVerification: !*insecure}
+	}
+	if *username != "" {
+		c.Authenticator = gocql.PasswordAuthenticator{Username: *username, Password: os.Getenv("CQLPING_PASSWORD")}
+	}
 	s, err := c.CreateSession()
 	if err != nil {
 		fail(err)
