@@ -28,10 +28,12 @@ type ConnectError struct {
 	Err error
 }
 
+// Error is the one line: "cassandra: connect to HOST: REASON".
 func (e *ConnectError) Error() string {
 	return "cassandra: connect to " + e.Host + ": " + e.Reason
 }
 
+// Unwrap gives Kind (when set) and the driver's error to errors.Is and errors.As.
 func (e *ConnectError) Unwrap() []error {
 	if e.Kind == nil {
 		return []error{e.Err}

@@ -22,8 +22,11 @@ import (
 // Where StartSecure runs its node: beside the shared one (127.0.0.1:9042, storage 7000, JMX 7199),
 // on another loopback address and other ports, so that neither can take the other's.
 const (
-	SecureListen      = "127.0.0.2"
-	SecurePort        = "9142"
+	// SecureListen is the node's listen and RPC address.
+	SecureListen = "127.0.0.2"
+	// SecurePort is its native transport port.
+	SecurePort = "9142"
+	// SecureAddr is SecureListen:SecurePort.
 	SecureAddr        = SecureListen + ":" + SecurePort
 	secureStoragePort = "7100"
 	secureJMXPort     = "7299"
