@@ -23,6 +23,11 @@
 //	ins, err := st.ListInstances(ctx, ws[0], leasedRange)
 //	err = st.ForEachTransaction(ctx, cassandra.BucketKey{Window: ws[0], InstanceID: ins[0].ID, Bucket: 0}, fn)
 //
+// Connect also does client encryption (Config.TLS, Config.ServerName; the nodes' certificates are
+// always verified) and PasswordAuthenticator (Config.Username, Config.Password). When it fails it
+// says why in one line (ConnectError, wrapping ErrLogin or ErrTLS): gocql's own error flattens the
+// cause into a long message.
+//
 // docs/schema.md is the contract for writers in other languages: the tables, why each key is
 // what it is, the order of writes, and who deletes what.
 package cassandra
