@@ -424,3 +424,40 @@ func TestExpand(t *testing.T) {
 		}
 	}
 }
+
+// TestChartLargeNumbers: helm reads numbers as float64; a large limit still renders as an integer
+// flag the binary parses (1000000, not 1e+06), and a fractional rate stays fractional.
+func TestChartLargeNumbers(t *testing.T) {
+	// From a values file (not --set, which reads integers as int64), as an operator gives them.
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`coordinator:
+  limits:
+    maxConnections: 1000000
+    maxStreamsPerRing: 2000000
+    maxSetupsPerSecond: 0.5
+worker:
+  concurrency: 1000000
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ms := render(t, "-f", values)
+	c := container0(t, find(t, ms, "StatefulSet", "retryring"))
+	w := container0(t, find(t, ms, "Deployment", "retryring-worker"))
+	for _, tc := range []struct {
+		args       []string
+		flag, want string
+	}{
+		{c.Args, "max-connections", "1000000"},
+		{c.Args, "max-streams-per-ring", "2000000"},
+		{c.Args, "max-setups-per-second", "0.5"},
+		{w.Args, "concurrency", "1000000"},
+	} {
+		if got, _ := flagValue(tc.args, tc.flag); got != tc.want {
+			t.Errorf("--%s=%q, want %q", tc.flag, got, tc.want)
+		}
+	}
+	ms = render(t, "--set-json", "coordinator.limits.maxSetupsPerSecond=3000000.0")
+	if got, _ := flagValue(container0(t, find(t, ms, "StatefulSet", "retryring")).Args, "max-setups-per-second"); got != "3000000" {
+		t.Errorf("--max-setups-per-second=%q, want 3000000", got)
+	}
+}
