@@ -5,6 +5,10 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 GOLANGCI_LINT_VERSION := v2.15.0
+# The chart checks: helm from the Go module proxy, kubernetes-validate from PyPI in bin/venv.
+HELM_VERSION := v3.21.4
+KUBERNETES_VALIDATE_VERSION := 1.37.0
+CHART := deploy/helm/retryring
 export CASSANDRA_COMMITLOG_SYNC ?= batch
 export CASSANDRA_TOMBSTONE_WARN ?= 100
 # Go test timeout for the whole suite of one package. The worker package took 19 min once at a load
@@ -12,7 +16,7 @@ export CASSANDRA_TOMBSTONE_WARN ?= 100
 TEST_TIMEOUT ?= 30m
 
 .PHONY: all build test test-unit test-go lint vet fmt demo chaos bench bench-ring bench-flow bench-swarm clean \
-        cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium
+        chart-check cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium
 
 all: build
 
@@ -35,9 +39,9 @@ lint: $(BIN)/golangci-lint
 
 # Everything: a real Cassandra (started if not running), the JS conformance client, Debian's chromium for
 # the ring page's browser test (required here, skipped by a plain `go test` without it), all Go tests with -race.
-test: build cassandra-start conformance-deps chromium
+test: build cassandra-start conformance-deps chromium chart-check
 	$(GO) vet ./...
-	RETRYRING_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
+	RETRYRING_REQUIRE_BROWSER=1 RETRYRING_REQUIRE_HELM=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
 	# The end-to-end suite restarts the shared Cassandra in one scenario, so it runs alone, after the rest.
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./e2e/...
 	# This regression test provokes a race inside reactor-go on purpose, so it runs without -race.
@@ -45,6 +49,24 @@ test: build cassandra-start conformance-deps chromium
 	# A hundred lease clients dialling at once trip a race inside rsocket-go's client setup; this
 	# fleet failover scenario is built without -race (internal/ringtest/fleet_test.go says why).
 	$(GO) test -count=1 -run TestFailoverWithHundredClientsChangesNoAssignment ./internal/ringtest
+
+$(BIN)/helm:
+	GOBIN=$(abspath $(BIN)) GOFLAGS= $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(BIN)/venv/bin/kubernetes-validate:
+	python3 -m venv $(BIN)/venv
+	$(BIN)/venv/bin/pip install --quiet --disable-pip-version-check kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)
+
+# The Helm chart: lint, render with the default and the TLS values, and validate every rendered
+# manifest offline against the Kubernetes schemas (strict: unknown fields fail). The Go tests of
+# deploy/helm parse the renderings back and check them (run by `test`, or alone with
+# `RETRYRING_REQUIRE_HELM=1 go test ./deploy/helm`).
+chart-check: $(BIN)/helm $(BIN)/venv/bin/kubernetes-validate
+	$(BIN)/helm lint --strict $(CHART)
+	$(BIN)/helm lint --strict $(CHART) -f $(CHART)/ci/tls-values.yaml
+	$(BIN)/helm template retryring $(CHART) --namespace retryring > $(BIN)/chart-default.yaml
+	$(BIN)/helm template retryring $(CHART) --namespace retryring -f $(CHART)/ci/tls-values.yaml > $(BIN)/chart-tls.yaml
+	$(BIN)/venv/bin/kubernetes-validate --strict --quiet $(BIN)/chart-default.yaml $(BIN)/chart-tls.yaml
 
 # Pure and loopback tests only (no Cassandra); quick feedback while editing.
 test-unit:

@@ -1,0 +1,302 @@
+package helm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/internal/proc"
+)
+
+// podScript runs in a mount namespace of the pod's own (unshare --mount): it puts the test's hosts
+// file over /etc/hosts and the pod's volume directory at the data volume's mountPath, then execs
+// the pod's command. Only the pod's process sees either mount; the machine's /etc/hosts and
+// /var/lib are untouched. A tmpfs over the mountPath's parent gives the mount a point to land on
+// without creating a directory on the machine.
+const podScript = `set -e
+hosts=$1 volume=$2 mountpath=$3
+shift 3
+mount --bind "$hosts" /etc/hosts
+mount -t tmpfs tmpfs "$(dirname "$mountpath")"
+mkdir -p "$mountpath"
+mount --bind "$volume" "$mountpath"
+exec "$@"
+`
+
+// chartPods runs coordinator pods of the rendered StatefulSet as processes.
+type chartPods struct {
+	t         *testing.T
+	group     *proc.Group
+	c         container
+	mountPath string
+	httpPort  int
+	readyPath string
+	hosts     string // the hosts file every pod sees as /etc/hosts
+	dir       string
+	ips       map[string]string // pod name → its current IP
+	procs     map[string]*proc.Process
+}
+
+// writeHosts writes the pods' names and IPs into the hosts file in place (the same inode, which
+// the pods' bind mounts show): a pod that came back at a new IP is found there under its name.
+func (cp *chartPods) writeHosts() {
+	cp.t.Helper()
+	var b strings.Builder
+	b.WriteString("127.0.0.1 localhost\n")
+	names := make([]string, 0, len(cp.ips))
+	for name := range cp.ips {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		fmt.Fprintf(&b, "%s %s.%s\n", cp.ips[name], name, podDomain)
+	}
+	f, err := os.OpenFile(cp.hosts, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		cp.t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		cp.t.Fatal(err)
+	}
+}
+
+// start launches pod name at ip with exactly the args and environment the StatefulSet gives it
+// (env -i: nothing else), its volume being <dir>/volumes/<name>.
+func (cp *chartPods) start(name, ip string) {
+	cp.t.Helper()
+	for _, port := range cp.c.Ports {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port.ContainerPort)))
+		if err != nil {
+			cp.t.Fatalf("port %d on %s is taken, the pod could not listen there: %v", port.ContainerPort, ip, err)
+		}
+		_ = l.Close()
+	}
+	cp.ips[name] = ip
+	cp.writeHosts()
+	args, env, err := pod{Name: name, IP: ip}.command(cp.c)
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	if args[0] != "coordinator" {
+		cp.t.Fatalf("the container's args start with %q", args[0])
+	}
+	volume := filepath.Join(cp.dir, "volumes", name)
+	if err := os.MkdirAll(volume, 0o755); err != nil {
+		cp.t.Fatal(err)
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		cp.t.Fatalf("unshare (util-linux) is needed to give each pod its /etc/hosts: %v", err)
+	}
+	full := []string{"--mount", "--propagation", "private", "/bin/sh", "-c", podScript, "pod", cp.hosts, volume, cp.mountPath,
+		"env", "-i"}
+	full = append(full, env...)
+	full = append(full, binary)
+	full = append(full, args...)
+	launch := len(cp.procs) + 1
+	p, err := cp.group.Launch(proc.Spec{Name: fmt.Sprintf("%s-launch%d", name, launch), Path: unshare, Args: full})
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	cp.procs[name] = p
+}
+
+func (cp *chartPods) url(name, path string) string {
+	return "http://" + net.JoinHostPort(cp.ips[name], strconv.Itoa(cp.httpPort)) + path
+}
+
+// ready asks the pod's readiness probe (its rendered path and port).
+func (cp *chartPods) ready(ctx context.Context, name string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.url(name, cp.readyPath), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func (cp *chartPods) view(ctx context.Context, name string) (coordinator.RingView, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var v coordinator.RingView
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.url(name, coordinator.PathRing), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return v, fmt.Errorf("GET %s: %d", cp.url(name, coordinator.PathRing), resp.StatusCode)
+	}
+	return v, json.NewDecoder(resp.Body).Decode(&v)
+}
+
+// waitCluster waits until every pod of live is ready, they agree on a leader among them, and
+// the leader's view lists every voter of live registered at its DNS names; it returns that view.
+func (cp *chartPods) waitCluster(ctx context.Context, what string, live ...string) coordinator.RingView {
+	cp.t.Helper()
+	var last string
+	for {
+		v, ok, why := cp.settled(ctx, live)
+		if ok {
+			return v
+		}
+		last = why
+		select {
+		case <-ctx.Done():
+			for _, name := range live {
+				if p := cp.procs[name]; p != nil {
+					cp.t.Logf("%s log tail:\n%s", name, p.Tail(30))
+				}
+			}
+			cp.t.Fatalf("%s: %v; last: %s", what, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (cp *chartPods) settled(ctx context.Context, live []string) (coordinator.RingView, bool, string) {
+	leader := ""
+	for _, name := range live {
+		if !cp.ready(ctx, name) {
+			return coordinator.RingView{}, false, name + " not ready"
+		}
+		v, err := cp.view(ctx, name)
+		if err != nil {
+			return v, false, err.Error()
+		}
+		if leader == "" {
+			leader = v.LeaderID
+		}
+		if v.LeaderID != leader || !slices.Contains(live, leader) {
+			return v, false, fmt.Sprintf("%s sees leader %q", name, v.LeaderID)
+		}
+	}
+	v, err := cp.view(ctx, leader)
+	if err != nil {
+		return v, false, err.Error()
+	}
+	for _, name := range live {
+		i := slices.IndexFunc(v.Coordinators, func(n coordinator.NodeView) bool { return n.ID == name })
+		if i < 0 {
+			return v, false, name + " not in the leader's view"
+		}
+		n := v.Coordinators[i]
+		host := name + "." + podDomain
+		if !n.Voter || n.RaftAddr != host+":7400" || n.RSocketAddr != host+":7878" || n.HTTPAddr != host+":7480" {
+			return v, false, fmt.Sprintf("leader's view of %s: %+v", name, n)
+		}
+	}
+	return v, true, ""
+}
+
+// TestStatefulSetCommandLines starts the three coordinators of the rendered StatefulSet with
+// exactly the args and environment its pods get (node ids from the pod names retryring-0..2,
+// peers and advertised addresses by their DNS names under the headless Service), kills the
+// leader with SIGKILL, brings its pod back on the same volume at a new IP, as Kubernetes does,
+// and checks that the cluster has a leader and the pod rejoined: it is ready, and once the
+// leader is killed too, the two survivors, the rejoined one among them, elect a new leader.
+//
+// How the rendered names resolve here: every pod process runs in a mount namespace of its own
+// (unshare --mount, which needs root, as CI has) where the test's hosts file is bind-mounted
+// over /etc/hosts, mapping retryring-N.retryring-headless.retryring.svc.cluster.local to the
+// pod's loopback IP; so the coordinators resolve the very names the chart renders, through the
+// ordinary resolver, and see a changed IP when the file changes. The one value set for the
+// test is coordinator.listenHost=$(POD_IP): in a cluster each pod has a network namespace of
+// its own and the default binds every interface, while here the three share the machine's and
+// must each bind their own IP (127.0.0.21-23; the pod comes back at 127.0.0.24).
+func TestStatefulSetCommandLines(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs each pod in a mount namespace of its own (unshare --mount) and needs root, as `make test` in CI has")
+	}
+	ms := render(t, "--set", "coordinator.listenHost=$(POD_IP)")
+	sts := find(t, ms, "StatefulSet", "retryring")
+	c := container0(t, sts)
+	dir := t.TempDir()
+	cp := &chartPods{t: t, c: c, hosts: filepath.Join(dir, "hosts"), dir: dir, ips: map[string]string{}, procs: map[string]*proc.Process{}}
+	for _, vm := range c.VolumeMounts {
+		if vm.Name == "data" {
+			cp.mountPath = vm.MountPath
+		}
+	}
+	if cp.mountPath == "" || filepath.Dir(cp.mountPath) == "/" {
+		t.Fatalf("data volume mounted at %q: the test needs a path below a directory other than /", cp.mountPath)
+	}
+	cp.httpPort = portNamed(c, "http")
+	cp.readyPath = c.ReadinessProbe.HTTPGet.Path
+	if fmt.Sprint(c.ReadinessProbe.HTTPGet.Port) != "http" {
+		t.Fatalf("readiness probe on port %v", c.ReadinessProbe.HTTPGet.Port)
+	}
+	g, err := proc.GroupIn(filepath.Join(dir, "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.group = g
+	t.Cleanup(func() { _ = g.Close() })
+
+	pods := []string{"retryring-0", "retryring-1", "retryring-2"}
+	for i, name := range pods {
+		cp.ips[name] = fmt.Sprintf("127.0.0.%d", 21+i)
+	}
+	for _, name := range pods {
+		cp.start(name, cp.ips[name])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	v := cp.waitCluster(ctx, "three pods ready with one leader", pods...)
+	first := v.LeaderID
+	t.Logf("leader %s in term %d", first, v.RaftTerm)
+
+	// The leader's pod dies (SIGKILL) and Kubernetes starts it again on its volume at a new IP.
+	if err := cp.procs[first].Kill9(); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	for _, name := range pods {
+		if name != first {
+			rest = append(rest, name)
+		}
+	}
+	v = cp.waitCluster(ctx, "a new leader among the two others", rest...)
+	t.Logf("after the kill: leader %s in term %d", v.LeaderID, v.RaftTerm)
+	cp.start(first, "127.0.0.24")
+	v = cp.waitCluster(ctx, first+" back at 127.0.0.24 and ready", pods...)
+	term := v.RaftTerm
+
+	// Only the rejoined pod and one other left: a leader needs the rejoined one's vote and log.
+	second := v.LeaderID
+	if second == first {
+		second = rest[0]
+	}
+	if err := cp.procs[second].Kill9(); err != nil {
+		t.Fatal(err)
+	}
+	var survivors []string
+	for _, name := range pods {
+		if name != second {
+			survivors = append(survivors, name)
+		}
+	}
+	v = cp.waitCluster(ctx, "a leader among "+strings.Join(survivors, " and "), survivors...)
+	if v.RaftTerm < term {
+		t.Fatalf("term went back from %d to %d", term, v.RaftTerm)
+	}
+	t.Logf("after killing %s too: leader %s in term %d with %s rejoined", second, v.LeaderID, v.RaftTerm, first)
+}
