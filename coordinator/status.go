@@ -53,10 +53,10 @@ type NodeStatus struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	// FSMVersion is the FSM version this node's build runs.
-	FSMVersion int `json:"fsm_version"`
-	Rings      int `json:"rings"`
-	Members    int `json:"members"`
-	Cordoned   int `json:"cordoned"`
+	FSMVersion int    `json:"fsm_version"`
+	Rings      int    `json:"rings"`
+	Members    int    `json:"members"`
+	Cordoned   int    `json:"cordoned"`
 	Ready      bool   `json:"ready"`
 	Reason     string `json:"reason,omitempty"`
 }
