@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -39,9 +40,9 @@ type CordonAnswer struct {
 	LeaderID string        `json:"leader_id"`
 }
 
-// serveWorkerAction serves PathWorkers: it finds the worker and the action, and the ring from the
-// body or the state; mutation does the rest (a follower forwards the call to the leader, which
-// checks that the worker is a member and commits an fsm.Cordon).
+// serveWorkerAction serves PathWorkers: a follower forwards the call to the leader; the leader
+// finds the ring (from the body, or the one ring of its state with a member of that worker id)
+// and mutation commits an fsm.Cordon once the trial shows the worker is a member.
 func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 	workerID, action, err := parseWorkerPath(r.URL.EscapedPath())
 	if err != nil {
@@ -51,6 +52,21 @@ func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
+		return
+	}
+	if t := n.currentTerm(); t == nil || !t.isReady() {
+		// A follower sends the call on as it came: the leader looks the ring up in its own state,
+		// which may know a worker that joined a moment ago and that this node has not applied yet.
+		if err := authorize(r); err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+		if err != nil || len(body) > maxAdminBody {
+			writeAdminError(w, fmt.Errorf("%w: the body is unreadable or larger than %d bytes", lease.ErrBadRequest, maxAdminBody))
+			return
+		}
+		n.forward(w, r, body)
 		return
 	}
 	var ring lease.RingKey
