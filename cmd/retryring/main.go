@@ -25,8 +25,11 @@ func newRootCommand() *cobra.Command {
 		Short:         "Retry scanner for sagas on Apache Cassandra, with a Raft-replicated ring coordinator",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       currentVersion().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
+		newVersionCommand(),
 		newCoordinatorCommand(),
 		newWorkerCommand(),
 		newRecordCommand(),
