@@ -28,6 +28,7 @@ func newRootCommand() *cobra.Command {
 		Version:       currentVersion().String(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	root.PersistentFlags().String(configFlag, "", "YAML file of flag values: flag names as keys, at the top or in a section per subcommand (env RETRYRING_CONFIG)")
 	root.AddCommand(
 		newVersionCommand(),
 		newCoordinatorCommand(),
