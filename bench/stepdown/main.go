@@ -39,10 +39,10 @@ import (
 
 type options struct {
 	workers, rings, trials int
-	ttl, renewal, gap       time.Duration
-	bound, maxRun           time.Duration
-	binary                  string
-	keep                    bool
+	ttl, renewal, gap      time.Duration
+	bound, maxRun          time.Duration
+	binary                 string
+	keep                   bool
 }
 
 // trial is one handover.
@@ -326,4 +326,6 @@ func render(m benchkit.Run, o options, trials []trial) string {
 	return b.String()
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds()) }
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
+}
