@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -58,6 +59,16 @@ func TestCordonedWorkerStaysConnectedWithNoRanges(t *testing.T) {
 			}
 			return false
 		})
+	}
+	// The ring page shows it as cordoned.
+	resp, err := http.Get("http://" + follower.HTTPAddr() + PathPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `<tr class="active cordoned">`) || !strings.Contains(string(page), "<td>cordoned</td>") {
+		t.Errorf("the ring page does not show a as cordoned:\n%s", page)
 	}
 	// Cordoning again changes nothing and answers the same.
 	if status, body := post(t, leader.HTTPAddr(), workerPath("a", ActionCordon), `{"ring":{"region":"eu","cluster":"c1","service":"orders"}}`, &got); status != http.StatusOK || !got.Cordoned {
