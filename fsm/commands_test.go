@@ -212,6 +212,7 @@ func fuzzSeeds(tb failer, base *fsm.State) [][]byte {
 			&fsm.Expire{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation, UpTo: m.Epoch},
 			&fsm.Assign{Ring: ringA, Assignments: []fsm.Assignment{{WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: next, NodeIndex: 0, NodeCount: 1, Ranges: lease.Ranges{lease.FullRing}}}},
 			&fsm.Assign{Ring: ringA, Assignments: []fsm.Assignment{{WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: next, NodeIndex: 3, NodeCount: 4, Ranges: lease.Ranges{{Start: 5, End: -5}}}}},
+			&fsm.Cordon{Ring: ringA, WorkerID: m.WorkerID},
 		)
 	}
 	for _, h := range fsm.PendingHolds(r) {
