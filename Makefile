@@ -20,8 +20,14 @@ TEST_TIMEOUT ?= 30m
 
 all: build
 
+# The version and commit `retryring version` prints, from git; a build outside git (go install)
+# falls back to the module's build information.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 build:
-	$(GO) build -o $(BIN)/retryring ./cmd/retryring
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/retryring ./cmd/retryring
 
 vet:
 	$(GO) vet ./...

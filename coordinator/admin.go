@@ -294,7 +294,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 }
 
 // writeAdminError answers an admin call with the error's code and message: 400 bad_request, 409
-// upgrade_incomplete, 503 no_leader or unavailable, 500 internal. The message leaves out the
+// upgrade_incomplete, 404 unknown_worker, 503 no_leader or unavailable, 500 internal. The message leaves out the
 // code it starts with.
 func writeAdminError(w http.ResponseWriter, err error) {
 	status, code := http.StatusInternalServerError, lease.ToWire(err).Code
@@ -303,6 +303,8 @@ func writeAdminError(w http.ResponseWriter, err error) {
 		status, code = http.StatusConflict, CodeUpgradeIncomplete
 	case errors.Is(err, lease.ErrBadRequest):
 		status = http.StatusBadRequest
+	case errors.Is(err, lease.ErrUnknownWorker):
+		status = http.StatusNotFound
 	case errors.Is(err, lease.ErrNoLeader):
 		status = http.StatusServiceUnavailable
 	case errors.Is(err, lease.ErrUnavailable):

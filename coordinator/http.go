@@ -39,10 +39,17 @@ func (n *Node) httpHandler() http.Handler {
 		PathHealthz:  {http.MethodGet, n.serveHealthz},
 		PathReadyz:   {http.MethodGet, n.serveReadyz},
 		PathRegister: {http.MethodPost, n.serveRegister},
+		PathStatus:   {http.MethodGet, n.serveStatus},
+		PathPeers:    {http.MethodGet, n.servePeers},
+		PathStepDown: {http.MethodPost, n.serveStepDown},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, PathRings) {
 			n.serveRingAction(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, PathWorkers) {
+			n.serveWorkerAction(w, r)
 			return
 		}
 		rt, ok := routes[r.URL.Path]
@@ -85,11 +92,20 @@ type readiness struct {
 // serveReadyz is 200 once a leader is known and this node has applied the log up to the commit
 // index it last learned from the leader (a follower learns it with every append and heartbeat).
 func (n *Node) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	rd := n.readiness()
+	status := http.StatusOK
+	if !rd.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, rd)
+}
+
+// readiness is what GET /readyz and GET /v1/status say of this node's readiness.
+func (n *Node) readiness() readiness {
 	rd := readiness{}
 	if n.raft == nil {
 		rd.Reason = "not started"
-		writeJSON(w, http.StatusServiceUnavailable, rd)
-		return
+		return rd
 	}
 	_, leader := n.raft.LeaderWithID()
 	rd.LeaderID = string(leader)
@@ -105,11 +121,7 @@ func (n *Node) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	default:
 		rd.Ready = true
 	}
-	status := http.StatusOK
-	if !rd.Ready {
-		status = http.StatusServiceUnavailable
-	}
-	writeJSON(w, status, rd)
+	return rd
 }
 
 // serveRegister commits a coordinator's addresses; only the leader accepts, and only voters of the

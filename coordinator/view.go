@@ -126,6 +126,9 @@ type MemberView struct {
 	// State is "active" (assigned), "joining" (active, nothing assigned yet) or "departed" (down,
 	// superseded or cut off; it stays until what it holds is released or expired).
 	State string `json:"state"`
+	// Cordoned: an operator cordoned the worker id (ctl cordon): it gets no range and is not
+	// Node-0, and keeps its connection and its reports.
+	Cordoned bool `json:"cordoned,omitempty"`
 	// Report is the member's last ring.report as the leader keeps it; only the leader has it.
 	Report *MemberReport `json:"report,omitempty"`
 	// Controls tells whether the member's connection announced the controls feature: false
@@ -206,7 +209,7 @@ func (n *Node) View() RingView {
 			for _, m := range r.SortedMembers() {
 				mv := MemberView{
 					WorkerID: m.WorkerID, Incarnation: m.Incarnation, NodeIndex: m.NodeIndex, Epoch: m.Epoch,
-					Ranges: lease.EncodeRanges(m.Ranges), State: memberState(m),
+					Ranges: lease.EncodeRanges(m.Ranges), State: memberState(m), Cordoned: r.IsCordoned(m.WorkerID),
 				}
 				if o, ok := obeys[memberID{Ring: ringID, WorkerID: m.WorkerID, Incarnation: m.Incarnation}]; ok {
 					mv.Controls = &o

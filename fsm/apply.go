@@ -43,6 +43,8 @@ func (s *State) Apply(c Command) error {
 		return s.applyLimit(c)
 	case *Reconcile:
 		return s.applyReconcile(c)
+	case *Cordon:
+		return s.applyCordon(c)
 	case nil:
 		return fmt.Errorf("%w: nil command", ErrMalformed)
 	default:
@@ -117,6 +119,7 @@ func (s *State) applyDown(c *Down) error {
 	m.Active = false
 	r.Generation++
 	forgetIfIdle(r, m)
+	r.pruneCordons()
 	return nil
 }
 
@@ -127,6 +130,7 @@ func (s *State) applyLeave(c *Leave) error {
 	}
 	delete(r.Members, m.Key())
 	r.Generation++
+	r.pruneCordons()
 	return nil
 }
 
@@ -153,10 +157,14 @@ func (s *State) applyExpire(c *Expire) error {
 		m.Epoch, m.NodeIndex = 0, -1
 	}
 	forgetIfIdle(r, m)
+	r.pruneCordons()
 	return nil
 }
 
-// forgetIfIdle removes a departed member that holds nothing any more.
+// forgetIfIdle removes a departed member that holds nothing any more. Its callers other than Join
+// then drop the cordon of its worker id if no incarnation of it is left (Ring.pruneCordons); a
+// Join does not, since its own incarnation keeps the worker id, and with it the cordon, across a
+// restart.
 func forgetIfIdle(r *Ring, m *Member) {
 	if !m.Active && !m.Holding() {
 		delete(r.Members, m.Key())

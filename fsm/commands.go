@@ -28,6 +28,7 @@ const (
 	TypeResume              CommandType = 12
 	TypeLimit               CommandType = 13
 	TypeReconcile           CommandType = 14
+	TypeCordon              CommandType = 15
 )
 
 // Version is the FSM version of this build: it knows every command type, body version and
@@ -41,7 +42,10 @@ const (
 // version gate. A node that meets an entry it does not know anyway (an old node added to an
 // upgraded cluster) stops applying (FSM.Halted): skipping it would leave it with another state
 // than its peers, for instance a ring that the others hold paused.
-const Version = 3
+//
+// Version 4 adds Cordon (15): a worker id in a ring that gets no range and not Node-0. Its state
+// (Ring.Cordoned) needs snapshots of format 4: a version 3 node would drop it.
+const Version = 4
 
 // commandNames are the names logs and transcripts give the command types.
 var commandNames = map[CommandType]string{
@@ -59,6 +63,7 @@ var commandNames = map[CommandType]string{
 	TypeResume:              "resume",
 	TypeLimit:               "limit",
 	TypeReconcile:           "reconcile",
+	TypeCordon:              "cordon",
 }
 
 // introducedIn lists, for each FSM version, the command types it introduced.
@@ -66,6 +71,7 @@ var introducedIn = map[int][]CommandType{
 	1: {TypeRegisterCoordinator, TypeRemoveCoordinator, TypeJoin, TypeDown, TypeLeave, TypeRelease, TypeExpire, TypeAssign},
 	2: {TypeCommitTiming, TypeRetireTiming, TypePause, TypeResume, TypeLimit},
 	3: {TypeReconcile},
+	4: {TypeCordon},
 }
 
 // bodyVersion is the second byte of every entry this build writes. Every type is at body 1 so
@@ -324,6 +330,8 @@ func decodeAt(b []byte, v int) (Command, error) {
 		c = &Limit{}
 	case TypeReconcile:
 		c = &Reconcile{}
+	case TypeCordon:
+		c = &Cordon{}
 	}
 	if err := json.Unmarshal(b[2:], c); err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrMalformed, b[0], err)

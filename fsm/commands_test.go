@@ -37,6 +37,7 @@ func oneOfEach() []fsm.Command {
 			Expires:     []fsm.ExpireRef{{WorkerID: "w4", Incarnation: "i4", UpTo: 4, Generation: 8}},
 			Assignments: []fsm.Assignment{{WorkerID: "w1", Incarnation: "i1", Epoch: 6, NodeIndex: 1, NodeCount: 2, Ranges: ranges}},
 		},
+		&fsm.Cordon{Ring: ringA, WorkerID: "w1", Clear: true},
 	}
 }
 
@@ -82,7 +83,7 @@ func TestCommandTypeNames(t *testing.T) {
 		fsm.TypeJoin: "join", fsm.TypeDown: "down", fsm.TypeLeave: "leave", fsm.TypeRelease: "release",
 		fsm.TypeExpire: "expire", fsm.TypeAssign: "assign", fsm.TypeCommitTiming: "commit_timing",
 		fsm.TypeRetireTiming: "retire_timing", fsm.TypePause: "pause", fsm.TypeResume: "resume", fsm.TypeLimit: "limit",
-		fsm.TypeReconcile: "reconcile",
+		fsm.TypeReconcile: "reconcile", fsm.TypeCordon: "cordon",
 	}
 	for _, c := range oneOfEach() {
 		if got := c.Type().String(); got != want[c.Type()] {
@@ -95,18 +96,20 @@ func TestCommandTypeNames(t *testing.T) {
 }
 
 // lastType is the highest command type of this build.
-const lastType = fsm.TypeReconcile
+const lastType = fsm.TypeCordon
 
 // TestCommandsSince: the lease commands are FSM version 1, the lease timing and the flow controls
-// version 2, Reconcile version 3 (the version of this build), and a type the build does not know
-// was introduced by no version it knows.
+// version 2, Reconcile version 3, Cordon version 4 (the version of this build), and a type the
+// build does not know was introduced by no version it knows.
 func TestCommandsSince(t *testing.T) {
-	if fsm.Version != 3 {
-		t.Fatalf("FSM version %d, want 3", fsm.Version)
+	if fsm.Version != 4 {
+		t.Fatalf("FSM version %d, want 4", fsm.Version)
 	}
 	for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
 		want := 1
 		switch {
+		case typ == fsm.TypeCordon:
+			want = 4
 		case typ == fsm.TypeReconcile:
 			want = 3
 		case typ > fsm.TypeAssign:
@@ -125,7 +128,7 @@ func TestDecodeUnknownCommand(t *testing.T) {
 	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "w", Incarnation: "i"})
 	cases := map[string][]byte{
 		"type 0":                  {0, bodyVersion, '{', '}'},
-		"type 15":                 {byte(lastType) + 1, bodyVersion, '{', '}'},
+		"type after the last":     {byte(lastType) + 1, bodyVersion, '{', '}'},
 		"type 255":                {255, bodyVersion, '{', '}'},
 		"newer version":           append([]byte{byte(fsm.TypeJoin), bodyVersion + 1}, join[2:]...),
 		"newer version, new body": {byte(fsm.TypeAssign), bodyVersion + 1, 0xff, 0x00},
@@ -209,6 +212,7 @@ func fuzzSeeds(tb failer, base *fsm.State) [][]byte {
 			&fsm.Expire{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation, UpTo: m.Epoch},
 			&fsm.Assign{Ring: ringA, Assignments: []fsm.Assignment{{WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: next, NodeIndex: 0, NodeCount: 1, Ranges: lease.Ranges{lease.FullRing}}}},
 			&fsm.Assign{Ring: ringA, Assignments: []fsm.Assignment{{WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: next, NodeIndex: 3, NodeCount: 4, Ranges: lease.Ranges{{Start: 5, End: -5}}}}},
+			&fsm.Cordon{Ring: ringA, WorkerID: m.WorkerID},
 		)
 	}
 	for _, h := range fsm.PendingHolds(r) {

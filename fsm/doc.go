@@ -28,6 +28,11 @@
 // joins, downs and expiries of the pass, then the plan made on the state they produce, all or
 // nothing (Reconcile.Commands lists them as the separate commands above).
 //
+// Cordon (FSM version 4): an operator's Cordon marks a worker id of a ring; Plan gives its
+// members no range and a node index after every other member (never Node-0), so what they held
+// becomes holds that end by release or expiry like any shrinking member's. The cordon is kept by
+// worker id (a restart stays cordoned) and goes with the last member of that id.
+//
 // Lease timing: a leader commits the timing it runs with (CommitTiming) before it sends a lease,
 // and the state keeps the longest one (TimingState.Longest): a later leader bounds every lease an
 // earlier one may have sent by that, not by its own flags, so a rolling restart onto a shorter

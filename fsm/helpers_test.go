@@ -146,21 +146,28 @@ func checkStateSafety(s *fsm.State) error {
 	return nil
 }
 
-// checkSettledCoverage checks invariant 1 on a settled ring: the active members, in join order,
-// hold exactly lease.Split of the ring, which covers [MinToken, MaxToken] with no gap and no
-// overlap and shares that differ by at most one token, and the oldest active member alone is Node-0.
+// checkSettledCoverage checks invariant 1 on a settled ring: the eligible members (active, not
+// cordoned), in join order, hold exactly lease.Split of the ring, which covers [MinToken,
+// MaxToken] with no gap and no overlap and shares that differ by at most one token, and the oldest
+// eligible member alone is Node-0. A cordoned member holds nothing and is not Node-0.
 func checkSettledCoverage(r *fsm.Ring) error {
 	if !r.Settled() {
 		return fmt.Errorf("ring %s is not settled: %s", r.Key, describeRing(r))
 	}
 	active := r.ActiveMembers()
-	if len(active) == 0 {
+	for _, m := range active {
+		if r.IsCordoned(m.WorkerID) && (m.Holding() || m.NodeCount != len(active)+boolInt(len(active) == len(r.Cordoned))) {
+			return fmt.Errorf("ring %s: cordoned %s holds %v (node %d of %d)", r.Key, m.WorkerID, m.Held(), m.NodeIndex, m.NodeCount)
+		}
+	}
+	eligible := r.EligibleMembers()
+	if len(eligible) == 0 {
 		return nil
 	}
-	split := lease.Split(len(active))
+	split := lease.Split(len(eligible))
 	next := lease.MinToken
 	minW, maxW := ^uint64(0), uint64(0)
-	for i, m := range active {
+	for i, m := range eligible {
 		if len(m.Ranges) != 1 || m.Ranges[0] != split[i] {
 			return fmt.Errorf("ring %s: member %d %s has %v, want %v", r.Key, i, m.WorkerID, m.Ranges, split[i])
 		}
@@ -169,7 +176,7 @@ func checkSettledCoverage(r *fsm.Ring) error {
 			return fmt.Errorf("ring %s: gap or overlap before %v (expected start %d)", r.Key, got, next)
 		}
 		minW, maxW = min(minW, got.Width()), max(maxW, got.Width())
-		if i == len(active)-1 {
+		if i == len(eligible)-1 {
 			if got.End != lease.MaxToken {
 				return fmt.Errorf("ring %s: last range ends at %d", r.Key, got.End)
 			}
@@ -186,12 +193,19 @@ func checkSettledCoverage(r *fsm.Ring) error {
 	return nil
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func describeRing(r *fsm.Ring) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "last_epoch=%d gen=%d", r.LastEpoch, r.Generation)
 	for _, m := range r.SortedMembers() {
-		fmt.Fprintf(&b, "\n  %s/%s seq=%d active=%v epoch=%d idx=%d/%d ranges=%v", m.WorkerID, m.Incarnation,
-			m.JoinSeq, m.Active, m.Epoch, m.NodeIndex, m.NodeCount, m.Ranges)
+		fmt.Fprintf(&b, "\n  %s/%s seq=%d active=%v cordoned=%v epoch=%d idx=%d/%d ranges=%v", m.WorkerID, m.Incarnation,
+			m.JoinSeq, m.Active, r.IsCordoned(m.WorkerID), m.Epoch, m.NodeIndex, m.NodeCount, m.Ranges)
 		for _, h := range m.Holds {
 			fmt.Fprintf(&b, " hold(e%d %v node0=%v)", h.Epoch, h.Ranges, h.Node0)
 		}

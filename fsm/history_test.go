@@ -7,7 +7,7 @@ import (
 )
 
 // TestGeneratedHistories drives the state through generated histories of joins, restarts,
-// reconnects, crashes, leaves, releases, expiries, plans and stale replays on two rings, each
+// reconnects, crashes, leaves, releases, expiries, plans, cordons and stale replays on two rings, each
 // command applied to the state it was decided on, and checks exclusivity, Node-0 uniqueness, the
 // worker's view and monotone epochs after every step. Then it lets every ring settle and checks
 // invariant 1 (coverage) and that settling takes few rounds.
@@ -23,7 +23,7 @@ func TestGeneratedHistoriesWithProposalLag(t *testing.T) {
 }
 
 func runHistories(t *testing.T, lag bool) {
-	maxRounds, totalSteps, accepted := 0, 0, 0
+	maxRounds, totalSteps, accepted, cordoned := 0, 0, 0, 0
 	rapid.Check(t, func(t *rapid.T) {
 		w := newWorld(ringA, ringB)
 		w.lag = lag
@@ -45,11 +45,15 @@ func runHistories(t *testing.T, lag bool) {
 			if err := checkSettledCoverage(r); err != nil {
 				t.Fatalf("%v", err)
 			}
+			if len(r.Cordoned) > 0 {
+				cordoned++
+			}
 			if len(r.Members) != len(r.ActiveMembers()) {
 				t.Fatalf("ring %s settled with departed members left: %s", k, describeRing(r))
 			}
 		}
 		accepted += len(w.assigns)
 	})
-	t.Logf("%d steps, %d accepted assigns in all runs; most plan rounds needed to settle: %d", totalSteps, accepted, maxRounds)
+	t.Logf("%d steps, %d accepted assigns in all runs; most plan rounds needed to settle: %d; rings settled with a cordon: %d",
+		totalSteps, accepted, maxRounds, cordoned)
 }

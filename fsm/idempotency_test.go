@@ -136,6 +136,8 @@ func drawCommand(t *rapid.T, s *fsm.State, typ fsm.CommandType) fsm.Command {
 			return &fsm.Limit{Ring: k, Clear: true, AtMs: drawAtMs(t)}
 		}
 		return &fsm.Limit{Ring: k, PerSecond: rapid.SampledFrom([]float64{0.5, 10, 1e6}).Draw(t, "per_second"), AtMs: drawAtMs(t)}
+	case fsm.TypeCordon:
+		return &fsm.Cordon{Ring: k, WorkerID: w, Clear: rapid.Bool().Draw(t, "uncordon")}
 	}
 	t.Fatalf("no generator for command type %d", typ)
 	return nil

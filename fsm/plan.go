@@ -3,14 +3,17 @@ package fsm
 import "github.com/retryring/retryring/lease"
 
 // Plan computes the next assignments of a ring from its committed state, or nil when nothing would
-// change (or r is nil). It is pure. The target is the equal split of the ring among the active
-// members in join order, the oldest first; the oldest active member is Node-0. Each member gets its target minus
-// every token another member still holds, so a shrinking member keeps what stays with it at once,
-// and a growing member gets the rest only after the holder released it or its lease expired (a later
-// Plan, after the Release or Expire was applied). Node-0 likewise goes to the oldest member only
-// once nobody else may be acting as Node-0; until then the active members are numbered from 1, the
-// index 0 staying with the member that holds the role. A new incarnation of a worker id gets nothing
-// (no range, not Node-0) while an older incarnation of that id still holds something.
+// change (or r is nil). It is pure. The target is the equal split of the ring among the eligible
+// members (active and not cordoned) in join order, the oldest first; the oldest eligible member is
+// Node-0. Each member gets its target minus every token another member still holds, so a shrinking
+// member keeps what stays with it at once, and a growing member gets the rest only after the holder
+// released it or its lease expired (a later Plan, after the Release or Expire was applied). Node-0
+// likewise goes to the oldest eligible member only once nobody else may be acting as Node-0; until
+// then the members are numbered from 1, the index 0 staying with the member that holds the role. A
+// new incarnation of a worker id gets nothing (no range, not Node-0) while an older incarnation of
+// that id still holds something. A cordoned member gets no range and a node index after every
+// eligible one (never 0): what it held becomes a hold of its older epoch, which moves on only by
+// its release or expiry, like any shrinking member's.
 func Plan(r *Ring) *Assign {
 	if r == nil {
 		return nil // State.Ring of a ring nobody joined yet
@@ -19,28 +22,41 @@ func Plan(r *Ring) *Assign {
 	if len(active) == 0 {
 		return nil
 	}
+	eligible := r.EligibleMembers()
 	first := 0
-	if r.Node0HeldByOthers(active[0].Key()) || r.otherIncarnationHolding(active[0].WorkerID, active[0].Key()) {
+	if len(eligible) == 0 || r.Node0HeldByOthers(eligible[0].Key()) || r.otherIncarnationHolding(eligible[0].WorkerID, eligible[0].Key()) {
 		first = 1
 	}
 	count := len(active) + first
-	split := lease.Split(len(active))
+	var split lease.Ranges
+	if len(eligible) > 0 {
+		split = lease.Split(len(eligible))
+	}
 	var out []Assignment
 	next := r.LastEpoch
-	for i, m := range active {
-		var ranges lease.Ranges
-		if !r.otherIncarnationHolding(m.WorkerID, m.Key()) {
-			ranges = lease.Ranges{split[i]}.Subtract(r.HeldByOthers(m.Key()))
-		}
-		index := i + first
+	plan := func(m *Member, index int, ranges lease.Ranges) {
 		if m.Assigned() && m.NodeIndex == index && m.NodeCount == count && m.Ranges.Equal(ranges) {
-			continue
+			return
 		}
 		next++
 		out = append(out, Assignment{
 			WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: next,
 			NodeIndex: index, NodeCount: count, Ranges: ranges,
 		})
+	}
+	for i, m := range eligible {
+		var ranges lease.Ranges
+		if !r.otherIncarnationHolding(m.WorkerID, m.Key()) {
+			ranges = lease.Ranges{split[i]}.Subtract(r.HeldByOthers(m.Key()))
+		}
+		plan(m, i+first, ranges)
+	}
+	index := first + len(eligible)
+	for _, m := range active {
+		if r.IsCordoned(m.WorkerID) {
+			plan(m, index, nil)
+			index++
+		}
 	}
 	if len(out) == 0 {
 		return nil

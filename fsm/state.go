@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -84,6 +85,9 @@ type Ring struct {
 	Members map[string]*Member `json:"members"`
 	// Controls are the ring's flow controls; nil when nothing is paused or limited.
 	Controls *Controls `json:"controls,omitempty"`
+	// Cordoned are the worker ids an operator cordoned (Cordon), sorted: they get no range and
+	// not Node-0. Each has a member in the ring; nil when none is cordoned.
+	Cordoned []string `json:"cordoned,omitempty"`
 }
 
 // Controls are a ring's flow controls as the operator set them (product.md, "Operating
@@ -258,21 +262,26 @@ func (r *Ring) otherIncarnationHolding(workerID, except string) bool {
 	return false
 }
 
-// Settled reports whether every active member has exactly its equal share, nobody holds anything
-// else and nothing departed is still holding: the state of invariant 1.
+// Settled reports whether every active member that is not cordoned has exactly its equal share,
+// every cordoned one nothing (no range, not Node-0, after them in node order), nobody holds
+// anything else and nothing departed is still holding: the state of invariant 1.
 func (r *Ring) Settled() bool {
-	active := r.ActiveMembers()
 	for _, m := range r.Members {
 		if !m.Active || len(m.Holds) > 0 {
 			return false
 		}
 	}
-	if len(active) == 0 {
-		return true
+	eligible := r.EligibleMembers()
+	if len(eligible) > 0 {
+		split := lease.Split(len(eligible))
+		for i, m := range eligible {
+			if m.NodeIndex != i || !m.Ranges.Equal(lease.Ranges{split[i]}) {
+				return false
+			}
+		}
 	}
-	split := lease.Split(len(active))
-	for i, m := range active {
-		if m.NodeIndex != i || !m.Ranges.Equal(lease.Ranges{split[i]}) {
+	for _, m := range r.ActiveMembers() {
+		if r.IsCordoned(m.WorkerID) && (!m.Assigned() || m.NodeIndex < max(len(eligible), 1) || !m.Ranges.Empty()) {
 			return false
 		}
 	}
@@ -298,23 +307,30 @@ func (s *State) Clone() *State {
 
 // formatVersion is the FSM version a snapshot of s needs: 1 while the state holds only what
 // version 1 knows, so that a node of version 1 can still restore it during a rolling upgrade; 2
-// once it holds a lease timing or controls, which a version 1 node would drop without a word.
+// once it holds a lease timing or controls, which a version 1 node would drop without a word; 4
+// once a ring has a cordoned worker, which a node of version 3 or older would drop (and then give
+// that worker ranges again).
 func (s *State) formatVersion() int {
+	format := 1
 	if s.Timing != nil {
-		return 2
+		format = 2
 	}
 	for _, r := range s.Rings {
+		if len(r.Cordoned) > 0 {
+			return 4
+		}
 		if r.Controls != nil {
-			return 2
+			format = 2
 		}
 	}
-	return 1
+	return format
 }
 
 // Clone returns a deep copy of the ring.
 func (r *Ring) Clone() *Ring {
 	out := *r
 	out.Controls = r.Controls.clone()
+	out.Cordoned = slices.Clone(r.Cordoned)
 	out.Members = make(map[string]*Member, len(r.Members))
 	for k, m := range r.Members {
 		mm := *m

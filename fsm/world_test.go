@@ -285,10 +285,11 @@ const (
 	evReplay
 	evCoordinator
 	evPass
+	evCordon
 	evCount
 )
 
-var eventWeights = [evCount]int{evJoin: 12, evReconnect: 6, evDown: 8, evLeave: 4, evRelease: 14, evExpire: 14, evPlan: 30, evReplay: 6, evCoordinator: 6, evPass: 20}
+var eventWeights = [evCount]int{evJoin: 12, evReconnect: 6, evDown: 8, evLeave: 4, evRelease: 14, evExpire: 14, evPlan: 30, evReplay: 6, evCoordinator: 6, evPass: 20, evCordon: 8}
 
 func drawEvent(t *rapid.T) int {
 	total := 0
@@ -377,6 +378,11 @@ func (w *world) step(t *rapid.T) {
 		// One pass of the leader over the ring, committed as one Reconcile; decided on the
 		// applied state, so with lag its plan may be stale and refused as a whole.
 		w.propose(t, drawPass(t, w.st, k, func() string { w.nextInc++; return fmt.Sprintf("i%d", w.nextInc) }, false))
+	case ev == evCordon && r != nil && len(r.Members) > 0:
+		// An operator cordons or uncordons a worker id of the ring (any of its incarnations).
+		ms := r.SortedMembers()
+		m := ms[rapid.IntRange(0, len(ms)-1).Draw(t, "cordon")]
+		w.propose(t, &fsm.Cordon{Ring: k, WorkerID: m.WorkerID, Clear: rapid.Bool().Draw(t, "uncordon")})
 	case ev == evCoordinator:
 		id := fmt.Sprintf("c%d", rapid.IntRange(0, 2).Draw(t, "coordinator"))
 		if rapid.Bool().Draw(t, "register") {

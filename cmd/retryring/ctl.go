@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,66 +13,25 @@ import (
 )
 
 func newCtlCommand() *cobra.Command {
-	ctl := &cobra.Command{Use: "ctl", Short: "Operator commands against a coordinator's admin HTTP"}
-	var addr, output string
-	ring := &cobra.Command{
-		Use:   "ring",
-		Short: "Print the rings as a table: coordinators, members, node indexes, ranges, leases, reports and backlog",
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := bindEnv(cmd, os.LookupEnv); err != nil {
-				return err
-			}
-			if output != "table" && output != "json" {
-				return fmt.Errorf("-o %q: want table or json", output)
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			body, err := fetchRing(cmd.Context(), addr)
+	ctl := &cobra.Command{Use: "ctl", Short: "Operator commands against a coordinator's admin HTTP",
+		Long: `Operator commands against a coordinator's admin HTTP. Every command takes --coordinator
+(http:// or https:// address of any coordinator), --token-file (the admin token, sent as
+Authorization: Bearer), --ca, --cert and --key (TLS), and -o table|json. A change sent to a
+follower is forwarded by it to the leader.`}
+	ring := ctlCommand("ring",
+		"Print the rings as a table: coordinators, members, node indexes, ranges, leases, reports and backlog", "",
+		cobra.NoArgs, nil,
+		func(cmd *cobra.Command, c *ctlConn, _ []string) error {
+			body, err := c.get(cmd.Context(), coordinator.PathRing)
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				_, err := cmd.OutOrStdout().Write(body)
-				return err
-			}
-			var view ringViewJSON
-			if err := json.Unmarshal(body, &view); err != nil {
-				return fmt.Errorf("coordinator at %s answered something that is not a ring view: %w", addr, err)
-			}
-			return printRing(cmd.OutOrStdout(), view, time.Now())
-		},
-	}
-	ring.Flags().StringVar(&addr, "coordinator", "http://127.0.0.1:7480", "admin HTTP address of any coordinator")
-	ring.Flags().StringVarP(&output, "output", "o", "table", "table, or json: the view as GET /v1/ring answers it")
-	annotateEnv(ring)
-	ctl.AddCommand(ring, newPauseCommand(), newResumeCommand(), newLimitCommand())
+			return show(cmd, c, body, "a ring view", func(w io.Writer, v ringViewJSON) error { return printRing(w, v, time.Now()) })
+		})
+	ctl.AddCommand(ring, newStatusCommand(), newPeersCommand(), newStepDownCommand(),
+		newCordonCommand(true), newCordonCommand(false),
+		newPauseCommand(), newResumeCommand(), newLimitCommand())
 	return ctl
-}
-
-func fetchRing(ctx context.Context, addr string) ([]byte, error) {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(addr, "/")+"/v1/ring", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator unreachable: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("coordinator answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	return body, nil
 }
 
 // ringViewJSON mirrors GET /v1/ring (product.md "Admin HTTP") as the CLI reads it.
@@ -110,6 +65,8 @@ type ringViewJSON struct {
 			// Controls is false for a member that did not announce the controls feature; the
 			// leader's view only.
 			Controls *bool `json:"controls"`
+			// Cordoned: ctl cordon; the member gets no range and is not Node-0.
+			Cordoned bool `json:"cordoned"`
 		} `json:"members"`
 		Backlog *backlogJSON `json:"backlog"`
 	} `json:"rings"`
@@ -197,7 +154,11 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 				// It cannot obey an impl pause or a limit, and gets no renewal while paused.
 				worker += " (no controls)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", node, worker, m.State, m.Epoch, left,
+			state := m.State
+			if m.Cordoned && state != coordinator.MemberDeparted {
+				state = "cordoned"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", node, worker, state, m.Epoch, left,
 				report, pending, execs, breakers, strings.Join(ranges, " "))
 		}
 	}

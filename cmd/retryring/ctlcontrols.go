@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,21 +17,14 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// controlsTimeout bounds one flow-control call: a follower forwards it to the leader, which
-// commits it.
-const controlsTimeout = 15 * time.Second
-
-// controlFlags are the flags every flow-control command takes.
+// controlFlags are the flags every flow-control command takes besides the connection's.
 type controlFlags struct {
-	coordinator string
-	ring        string
-	output      string
+	ring string
+	conn *ctlConn
 }
 
 func (f *controlFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.coordinator, "coordinator", "http://127.0.0.1:7480", "admin HTTP address of any coordinator (a follower forwards the call to the leader)")
 	fs.StringVar(&f.ring, "ring", "", "the ring, as REGION/CLUSTER/SERVICE (required)")
-	fs.StringVarP(&f.output, "output", "o", "table", "output: table or json")
 }
 
 // parseRing reads REGION/CLUSTER/SERVICE.
@@ -52,19 +40,19 @@ func parseRing(s string) (lease.RingKey, error) {
 	return k, nil
 }
 
-// controlCommand builds a flow-control subcommand: the flags of every one (controlFlags), those
-// its flags adds, and run, which makes the call.
+// controlCommand builds a flow-control subcommand: the connection flags (ctlCommand), --ring,
+// those its flags adds, and run, which makes the call.
 func controlCommand(use, short, long string, flags func(fs *pflag.FlagSet), run func(cmd *cobra.Command, f *controlFlags) error) *cobra.Command {
-	var f controlFlags
-	cmd := &cobra.Command{
-		Use: use, Short: short, Long: long, Args: cobra.NoArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return bindEnv(cmd, os.LookupEnv) },
-		RunE:    func(cmd *cobra.Command, _ []string) error { return run(cmd, &f) },
-	}
-	f.register(cmd.Flags())
-	flags(cmd.Flags())
-	annotateEnv(cmd)
-	return cmd
+	f := &controlFlags{}
+	return ctlCommand(use, short, long, cobra.NoArgs,
+		func(fs *pflag.FlagSet) {
+			f.register(fs)
+			flags(fs)
+		},
+		func(cmd *cobra.Command, c *ctlConn, _ []string) error {
+			f.conn = c
+			return run(cmd, f)
+		})
 }
 
 func newPauseCommand() *cobra.Command {
@@ -124,51 +112,13 @@ func (f *controlFlags) call(cmd *cobra.Command, action string, body any) error {
 	if err != nil {
 		return err
 	}
-	if f.output != "table" && f.output != "json" {
-		return fmt.Errorf("-o: want table or json, got %q", f.output)
-	}
-	data, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	addr := f.coordinator
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
 	path := coordinator.PathRings + url.PathEscape(ring.Region) + "/" + url.PathEscape(ring.Cluster) + "/" +
 		url.PathEscape(ring.Service) + "/" + action
-	ctx, cancel := context.WithTimeout(cmd.Context(), controlsTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(addr, "/")+path, bytes.NewReader(data))
+	answer, err := f.conn.post(cmd.Context(), path, body, ctlMutationTimeout)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("coordinator unreachable: %w", err)
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var we lease.WireError
-		if json.Unmarshal(answer, &we) == nil && we.Code != "" {
-			return fmt.Errorf("coordinator answered %s: %s: %s", resp.Status, we.Code, we.Message)
-		}
-		return fmt.Errorf("coordinator answered %s: %s", resp.Status, strings.TrimSpace(string(answer)))
-	}
-	if f.output == "json" {
-		_, err := cmd.OutOrStdout().Write(answer)
-		return err
-	}
-	var got coordinator.ControlsAnswer
-	if err := json.Unmarshal(answer, &got); err != nil {
-		return fmt.Errorf("coordinator at %s answered something that is not the ring's controls: %w", addr, err)
-	}
-	return printControls(cmd.OutOrStdout(), got)
+	return show(cmd, f.conn, answer, "the ring's controls", printControls)
 }
 
 func printControls(w io.Writer, a coordinator.ControlsAnswer) error {

@@ -25,8 +25,12 @@ func newRootCommand() *cobra.Command {
 		Short:         "Retry scanner for sagas on Apache Cassandra, with a Raft-replicated ring coordinator",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       currentVersion().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.PersistentFlags().String(configFlag, "", "YAML file of flag values: flag names as keys, at the top or in a section per subcommand (env RETRYRING_CONFIG)")
 	root.AddCommand(
+		newVersionCommand(),
 		newCoordinatorCommand(),
 		newWorkerCommand(),
 		newRecordCommand(),

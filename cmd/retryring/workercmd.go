@@ -50,9 +50,9 @@ part of the retry directory its lease covers, and, while it is Node-0, compacts 
 On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish within their timeout
 (a partial bucket stays in Cassandra), leaves the ring and exits.`,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			_, inEnv := os.LookupEnv(envName("max-attempts"))
-			o.maxAttemptsSet = inEnv || cmd.Flags().Changed("max-attempts")
-			return bindEnv(cmd, os.LookupEnv)
+			err := bindEnv(cmd, os.LookupEnv)
+			o.maxAttemptsSet = flagGiven(cmd, "max-attempts")
+			return err
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return runWorker(cmd.Context(), o) },
 	}

@@ -1,0 +1,326 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// Paths of the operator calls behind ctl status, ctl peers and ctl step-down.
+const (
+	// PathStatus: GET, StatusAnswer. With ?local=1 only this node's NodeStatus (what a node asks
+	// of its peers; no call goes further).
+	PathStatus = "/v1/status"
+	// PathPeers: GET, PeersAnswer: every server of the Raft configuration as it describes itself.
+	PathPeers = "/v1/peers"
+	// PathStepDown: POST StepDownRequest, StepDownAnswer. A follower forwards it to the leader.
+	PathStepDown = "/v1/leader/step-down"
+)
+
+// peerTimeout bounds one status call to a peer: ctl peers shows a silent peer as unreachable
+// rather than waiting for it.
+const peerTimeout = 2 * time.Second
+
+// stepDownWait bounds how long the old leader waits to see who took over, after Raft confirmed
+// the transfer, before it answers without naming the new leader.
+const stepDownWait = 10 * time.Second
+
+// NodeStatus is one coordinator as it describes itself: its Raft state and indexes (raft.Stats),
+// its replicated state in numbers, and whether it is ready (GET /readyz) and why not.
+type NodeStatus struct {
+	ID          string `json:"id"`
+	RaftAddr    string `json:"raft_addr"`
+	RSocketAddr string `json:"rsocket_addr"`
+	HTTPAddr    string `json:"http_addr"`
+	// State is Raft's: "leader", "follower", "candidate" or "shutdown".
+	State    string `json:"state"`
+	Term     uint64 `json:"term"`
+	LeaderID string `json:"leader_id"`
+	// LastContact is when this node last heard from the leader, as Raft says it ("0" on the
+	// leader, "never" before the first contact, else a duration such as "12.5ms").
+	LastContact  string `json:"last_contact"`
+	LastLogIndex uint64 `json:"last_log_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// FSMVersion is the FSM version this node's build runs.
+	FSMVersion int    `json:"fsm_version"`
+	Rings      int    `json:"rings"`
+	Members    int    `json:"members"`
+	Cordoned   int    `json:"cordoned"`
+	Ready      bool   `json:"ready"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// StatusAnswer is the answer of GET /v1/status: the node asked and the leader. Leader is nil when
+// no leader is known or it did not answer (LeaderError says which).
+type StatusAnswer struct {
+	Node        NodeStatus  `json:"node"`
+	Leader      *NodeStatus `json:"leader"`
+	LeaderError string      `json:"leader_error,omitempty"`
+}
+
+// PeerStatus is one server of the Raft configuration: what the configuration says of it (id, Raft
+// address, voter), and what it says of itself (Status), or why it could not be asked (Error).
+type PeerStatus struct {
+	ID       string      `json:"id"`
+	RaftAddr string      `json:"raft_addr"`
+	Voter    bool        `json:"voter"`
+	Status   *NodeStatus `json:"status"`
+	Error    string      `json:"error,omitempty"`
+}
+
+// PeersAnswer is the answer of GET /v1/peers, the servers in the configuration's order.
+type PeersAnswer struct {
+	CoordinatorID string       `json:"coordinator_id"`
+	LeaderID      string       `json:"leader_id"`
+	Peers         []PeerStatus `json:"peers"`
+}
+
+// StepDownRequest asks the leader to hand the lead over: to To, a voter of the configuration, or
+// to the voter Raft finds most up to date when To is empty.
+type StepDownRequest struct {
+	To string `json:"to,omitempty"`
+}
+
+// StepDownAnswer says who led before, who leads now (empty when no new leader was seen within
+// stepDownWait), the new term, and how long the handover took as the old leader saw it.
+type StepDownAnswer struct {
+	PreviousLeader string `json:"previous_leader"`
+	LeaderID       string `json:"leader_id"`
+	Term           uint64 `json:"term"`
+	TookMs         int64  `json:"took_ms"`
+}
+
+// localStatus describes this node.
+func (n *Node) localStatus() NodeStatus {
+	st := NodeStatus{ID: n.cfg.NodeID, FSMVersion: n.fsm.Version(), State: "not started"}
+	rd := n.readiness()
+	st.Ready, st.Reason, st.LeaderID, st.CommitIndex, st.AppliedIndex = rd.Ready, rd.Reason, rd.LeaderID, rd.CommitIndex, rd.AppliedIndex
+	if n.raft == nil {
+		return st
+	}
+	stats := n.raft.Stats()
+	st.State = strings.ToLower(n.raft.State().String())
+	st.Term = n.raft.CurrentTerm()
+	st.LastContact = stats["last_contact"]
+	st.LastLogIndex = n.raft.LastIndex()
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		if c := s.Coordinators[n.cfg.NodeID]; c != nil {
+			st.RaftAddr, st.RSocketAddr, st.HTTPAddr = c.RaftAddr, c.RSocketAddr, c.HTTPAddr
+		}
+		st.Rings = len(s.Rings)
+		for _, r := range s.Rings {
+			st.Members += len(r.Members)
+			st.Cordoned += len(r.Cordoned)
+		}
+	})
+	return st
+}
+
+// serveStatus answers GET /v1/status: this node, and the leader as it describes itself.
+func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
+	ans := StatusAnswer{Node: n.localStatus()}
+	if r.URL.Query().Get("local") != "" {
+		writeJSON(w, http.StatusOK, ans.Node)
+		return
+	}
+	switch addr := n.peerHTTPAddr(ans.Node.LeaderID); {
+	case ans.Node.LeaderID == "":
+		ans.LeaderError = "no leader known (an election is under way, or quorum is lost)"
+	case ans.Node.LeaderID == n.cfg.NodeID:
+		ans.Leader = &ans.Node
+	case addr == "":
+		ans.LeaderError = "leader " + ans.Node.LeaderID + " has not registered its admin address"
+	default:
+		st, err := n.peerStatus(r.Context(), addr)
+		if err != nil {
+			ans.LeaderError = fmt.Sprintf("leader %s at %s: %v", ans.Node.LeaderID, addr, err)
+		} else {
+			ans.Leader = &st
+		}
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// servePeers answers GET /v1/peers: every server of the configuration, asked in parallel.
+func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
+	ans := PeersAnswer{CoordinatorID: n.cfg.NodeID, Peers: []PeerStatus{}}
+	if n.raft == nil {
+		writeAdminError(w, fmt.Errorf("%w: raft not started", lease.ErrUnavailable))
+		return
+	}
+	_, lid := n.raft.LeaderWithID()
+	ans.LeaderID = string(lid)
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		writeAdminError(w, fmt.Errorf("%w: read the raft configuration: %w", lease.ErrUnavailable, err))
+		return
+	}
+	servers := f.Configuration().Servers
+	ans.Peers = make([]PeerStatus, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		p := &ans.Peers[i]
+		*p = PeerStatus{ID: string(srv.ID), RaftAddr: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
+		if p.ID == n.cfg.NodeID {
+			st := n.localStatus()
+			p.Status = &st
+			continue
+		}
+		addr := n.peerHTTPAddr(p.ID)
+		if addr == "" {
+			p.Error = "has not registered its admin address"
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := n.peerStatus(r.Context(), addr)
+			if err != nil {
+				p.Error = fmt.Sprintf("unreachable at %s: %v", addr, err)
+				return
+			}
+			p.Status = &st
+		}()
+	}
+	wg.Wait()
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// peerHTTPAddr is the admin address a coordinator registered, or "".
+func (n *Node) peerHTTPAddr(id string) string {
+	var addr string
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		if c := s.Coordinators[id]; c != nil {
+			addr = c.HTTPAddr
+		}
+	})
+	return addr
+}
+
+// peerStatus asks the coordinator at addr for its own status (GET /v1/status?local=1). It goes
+// through the same client as forwarded admin calls (peerClient), so it speaks whatever the
+// coordinators speak among themselves.
+func (n *Node) peerStatus(ctx context.Context, addr string) (NodeStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	client, scheme := n.peerClient()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+PathStatus+"?local=1", nil)
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return NodeStatus{}, fmt.Errorf("answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	var st NodeStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		return NodeStatus{}, fmt.Errorf("answered something that is not a node status: %w", err)
+	}
+	return st, nil
+}
+
+// peerClient is the HTTP client and scheme of calls from one coordinator to another. Plain HTTP
+// until the coordinators' TLS is configured (the TLS part of issue 10 replaces this one function).
+func (n *Node) peerClient() (*http.Client, string) {
+	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, "http"
+}
+
+// serveStepDown hands the lead over (POST /v1/leader/step-down). A follower forwards the call to
+// the leader, like every mutating admin call; the leader transfers the lead with Raft's
+// leadership transfer, to the named voter or to the one Raft picks, and answers once it sees who
+// took over. Its leader term ends like on any lost election: workers follow the new leader, whose
+// renewals keep every lease (invariant 4).
+func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
+	if err := authorize(r); err != nil {
+		writeAdminError(w, err)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+	if err != nil || len(body) > maxAdminBody {
+		writeAdminError(w, fmt.Errorf("%w: the body is unreadable or larger than %d bytes", lease.ErrBadRequest, maxAdminBody))
+		return
+	}
+	var req StepDownRequest
+	if err := decodeStrict(body, &req); err != nil {
+		writeAdminError(w, err)
+		return
+	}
+	if n.raft == nil || n.raft.State() != raft.Leader {
+		n.forward(w, r, body)
+		return
+	}
+	start := n.clock.Now()
+	var future raft.Future
+	if req.To == "" {
+		future = n.raft.LeadershipTransfer()
+	} else {
+		addr, ok := n.voterAddr(req.To)
+		switch {
+		case req.To == n.cfg.NodeID:
+			writeAdminError(w, fmt.Errorf("%w: %s already leads; name another voter, or none", lease.ErrBadRequest, req.To))
+			return
+		case !ok:
+			writeAdminError(w, fmt.Errorf("%w: %q is not a voter of the raft configuration", lease.ErrBadRequest, req.To))
+			return
+		}
+		future = n.raft.LeadershipTransferToServer(raft.ServerID(req.To), addr)
+	}
+	if err := n.awaitFuture(future); err != nil {
+		writeAdminError(w, fmt.Errorf("%w: leadership transfer from %s failed: %w", lease.ErrUnavailable, n.cfg.NodeID, err))
+		return
+	}
+	ans := StepDownAnswer{PreviousLeader: n.cfg.NodeID}
+	deadline := time.Now().Add(stepDownWait)
+	for {
+		_, lid := n.raft.LeaderWithID()
+		if lid != "" && string(lid) != n.cfg.NodeID {
+			ans.LeaderID = string(lid)
+			break
+		}
+		if time.Now().After(deadline) || r.Context().Err() != nil {
+			break
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-n.stop:
+			writeAdminError(w, fmt.Errorf("%w: %s is shutting down", lease.ErrUnavailable, n.cfg.NodeID))
+			return
+		}
+	}
+	ans.Term, ans.TookMs = n.raft.CurrentTerm(), n.clock.Now().Sub(start).Milliseconds()
+	n.log.Info().Str("to", ans.LeaderID).Int64("took_ms", ans.TookMs).Str("remote", r.RemoteAddr).Msg("stepped down")
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// voterAddr is the Raft address of the voter id of the configuration.
+func (n *Node) voterAddr(id string) (raft.ServerAddress, bool) {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return "", false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id && s.Suffrage == raft.Voter {
+			return s.Address, true
+		}
+	}
+	return "", false
+}
