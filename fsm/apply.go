@@ -43,6 +43,8 @@ func (s *State) Apply(c Command) error {
 		return s.applyLimit(c)
 	case *Reconcile:
 		return s.applyReconcile(c)
+	case *EpochFloor:
+		return s.applyEpochFloor(c)
 	case nil:
 		return fmt.Errorf("%w: nil command", ErrMalformed)
 	default:
@@ -61,7 +63,7 @@ func (s *State) ringFor(k lease.RingKey) *Ring {
 	id := RingID(k)
 	r := s.Rings[id]
 	if r == nil {
-		r = &Ring{Key: k, Members: map[string]*Member{}}
+		r = &Ring{Key: k, Members: map[string]*Member{}, LastEpoch: s.EpochFloor}
 		s.Rings[id] = r
 	}
 	return r

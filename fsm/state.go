@@ -14,6 +14,13 @@ type State struct {
 	// Timing is the lease timing leaders committed; nil until the first one did (a cluster
 	// that never ran FSM version 2 on every server).
 	Timing *TimingState `json:"timing,omitempty"`
+	// EpochFloor is the highest epoch floor committed (EpochFloor command): every ring's
+	// LastEpoch is at least this, a ring created later starts from it. 0 until a leader of FSM
+	// version 4 committed one.
+	EpochFloor uint64 `json:"epoch_floor,omitempty"`
+	// Settling: the cluster was bootstrapped or recovered and its leader has not yet waited out
+	// every lease that may be alive from before; no assignment is made meanwhile.
+	Settling bool `json:"settling,omitempty"`
 }
 
 // TimingState is the lease timing of the cluster: one for every ring, since it is a setting of
@@ -293,13 +300,18 @@ func (s *State) Clone() *State {
 		t := *s.Timing
 		out.Timing = &t
 	}
+	out.EpochFloor, out.Settling = s.EpochFloor, s.Settling
 	return out
 }
 
 // formatVersion is the FSM version a snapshot of s needs: 1 while the state holds only what
 // version 1 knows, so that a node of version 1 can still restore it during a rolling upgrade; 2
-// once it holds a lease timing or controls, which a version 1 node would drop without a word.
+// once it holds a lease timing or controls, which a version 1 node would drop without a word; 4
+// once it holds an epoch floor, without which a version 3 node would hand out epochs below it.
 func (s *State) formatVersion() int {
+	if s.EpochFloor > 0 || s.Settling {
+		return 4
+	}
 	if s.Timing != nil {
 		return 2
 	}
