@@ -39,6 +39,10 @@ func (n *Node) httpHandler() http.Handler {
 		PathHealthz:  {http.MethodGet, n.serveHealthz},
 		PathReadyz:   {http.MethodGet, n.serveReadyz},
 		PathRegister: {http.MethodPost, n.serveRegister},
+		// membership.go
+		PathJoin:       {http.MethodPost, n.serveJoin},
+		PathAddPeer:    {http.MethodPost, n.serveAddPeer},
+		PathRemovePeer: {http.MethodPost, n.serveRemovePeer},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, PathRings) {

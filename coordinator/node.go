@@ -153,6 +153,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.spawn(n.watchLeadership)
 	n.spawn(n.forwardChanges)
 	n.spawn(n.registerLoop)
+	if len(n.cfg.Join) > 0 {
+		n.spawn(n.joinLoop)
+	}
 	n.log.Info().Str("raft_addr", n.raftAddr).Str("rsocket_addr", n.rsocketAddr).Str("http_addr", n.httpAddr).
 		Msg("coordinator started")
 	return nil
