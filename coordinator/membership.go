@@ -24,10 +24,10 @@ import (
 const (
 	// PathJoin is the internal call of a node started with --join: POST PeerRequest.
 	PathJoin = "/v1/internal/join"
-	// PathAddPeer adds a voter: POST PeerRequest (id and raft_addr). Answers PeersAnswer.
+	// PathAddPeer adds a voter: POST PeerRequest (id and raft_addr). Answers PeerChangeAnswer.
 	PathAddPeer = "/v1/peers/add"
 	// PathRemovePeer removes a voter and its registration: POST PeerRequest (id). Answers
-	// PeersAnswer.
+	// PeerChangeAnswer.
 	PathRemovePeer = "/v1/peers/remove"
 )
 
@@ -44,14 +44,15 @@ type PeerRequest struct {
 	RaftAddr string `json:"raft_addr,omitempty"`
 }
 
-// PeersAnswer is the Raft configuration after a change, as the leader has it.
-type PeersAnswer struct {
-	LeaderID string     `json:"leader_id"`
-	Servers  []PeerView `json:"servers"`
+// PeerChangeAnswer answers PathAddPeer, PathRemovePeer and PathJoin: the Raft configuration after
+// the change, as the leader has it.
+type PeerChangeAnswer struct {
+	LeaderID string           `json:"leader_id"`
+	Servers  []RaftServerView `json:"servers"`
 }
 
-// PeerView is one server of the Raft configuration.
-type PeerView struct {
+// RaftServerView is one server of the Raft configuration as PeerChangeAnswer lists it.
+type RaftServerView struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	Voter    bool   `json:"voter"`
@@ -116,17 +117,17 @@ func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool,
 		writeAdminError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, PeersAnswer{LeaderID: n.cfg.NodeID, Servers: servers})
+	writeJSON(w, http.StatusOK, PeerChangeAnswer{LeaderID: n.cfg.NodeID, Servers: servers})
 }
 
-func (n *Node) configuration() ([]PeerView, error) {
+func (n *Node) configuration() ([]RaftServerView, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("%w: read the raft configuration: %w", lease.ErrUnavailable, err)
 	}
-	var out []PeerView
+	var out []RaftServerView
 	for _, s := range f.Configuration().Servers {
-		out = append(out, PeerView{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+		out = append(out, RaftServerView{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
 	return out, nil
 }

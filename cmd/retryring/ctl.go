@@ -51,6 +51,7 @@ func newCtlCommand() *cobra.Command {
 	ring.Flags().StringVarP(&output, "output", "o", "table", "table, or json: the view as GET /v1/ring answers it")
 	annotateEnv(ring)
 	ctl.AddCommand(ring, newPauseCommand(), newResumeCommand(), newLimitCommand())
+	ctl.AddCommand(newAddPeerCommand(), newRemovePeerCommand())
 	return ctl
 }
 
