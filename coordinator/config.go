@@ -108,6 +108,11 @@ type Config struct {
 	// fsmVersion, when set, makes the node run and register an older FSM version than its
 	// build's (fsm.NewAt): a node of an older release, for tests of a rolling upgrade.
 	fsmVersion int
+	// trustFreshState, in tests, lets the first leader of a new state commit its epoch floor
+	// without settling (settle.go): the test's cluster runs on ports no earlier cluster used, so
+	// no worker can hold a lease from before, and a test that needs its first lease within the
+	// silence timeout, or runs a TTL of minutes, does not wait one out.
+	trustFreshState bool
 	// sinceContact, when set, replaces time.Since in a follower's check of its last contact with
 	// the leader (leaderErr): a test moves it past the election timeout at once instead of waiting
 	// for Raft, whose LastContact is on the process clock, to get there.

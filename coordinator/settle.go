@@ -28,16 +28,15 @@ func (t *leaderTerm) settleFloor() bool {
 	waitUntil := t.n.clock.Now().Add(t.n.cfg.ReconnectGrace)
 	for {
 		now := t.n.clock.Now()
-		var have uint64
+		var have, floor uint64
 		var fresh bool
-		var floor uint64
 		t.n.fsm.View(func(s *fsm.State, _ uint64) {
 			have, fresh, floor = s.EpochFloor, s.EpochFloor == 0 && len(s.Rings) == 0, fsm.FloorAt(now, s)
 		})
 		if have > 0 && !recovered {
 			return true
 		}
-		c := &fsm.EpochFloor{Floor: floor, Settle: fresh || recovered, AtMs: now.UnixMilli()}
+		c := &fsm.EpochFloor{Floor: floor, Settle: recovered || (fresh && !t.n.cfg.trustFreshState), AtMs: now.UnixMilli()}
 		switch {
 		case recovered:
 			c.Reason = "recover"
