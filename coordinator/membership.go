@@ -171,10 +171,16 @@ func (n *Node) removeVoter(p PeerRequest) error {
 	}
 	forget := func() error { return n.apply(&fsm.RemoveCoordinator{ID: p.ID}) }
 	if p.ID == n.cfg.NodeID {
+		n.leaving.Store(true)
 		if err := forget(); err != nil {
+			n.leaving.Store(false)
 			return err
 		}
-		return configErr(n.awaitFuture(n.raft.RemoveServer(raft.ServerID(p.ID), 0, peerChangeTimeout)))
+		if err := configErr(n.awaitFuture(n.raft.RemoveServer(raft.ServerID(p.ID), 0, peerChangeTimeout))); err != nil {
+			n.leaving.Store(false)
+			return err
+		}
+		return nil
 	}
 	if in {
 		if err := configErr(n.awaitFuture(n.raft.RemoveServer(raft.ServerID(p.ID), 0, peerChangeTimeout))); err != nil {

@@ -179,3 +179,29 @@ func TestJoinNodeAloneNeverElectsItself(t *testing.T) {
 		t.Fatalf("readyz %d %+v", status, rd)
 	}
 }
+
+// Removing the leader through a follower: the leader forgets its registration, leaves the
+// configuration and steps down; the two others elect a leader, and the removed node does not
+// register again.
+func TestRemoveTheLeader(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	follower := c.followers(leader)[0]
+	if status, body := post(t, follower.HTTPAddr(), PathRemovePeer, `{"id":"`+leader.cfg.NodeID+`"}`, nil); status != http.StatusOK {
+		t.Fatalf("remove-peer of the leader: %d %s", status, body)
+	}
+	var next *Node
+	eventually(t, 15*time.Second, "a new leader without the removed one", func() bool {
+		for _, n := range c.followers(leader) {
+			if n.IsLeader() {
+				next = n
+			}
+		}
+		return next != nil && !leader.IsLeader() && len(voters(t, next)) == 2 && !registered(next, leader.cfg.NodeID)
+	})
+	// The removed node keeps trying to register and is refused: it stays forgotten.
+	time.Sleep(3 * registerRetry)
+	if registered(next, leader.cfg.NodeID) || slices.Contains(voters(t, next), leader.cfg.NodeID) {
+		t.Fatalf("the removed leader came back: voters %v", voters(t, next))
+	}
+}

@@ -48,6 +48,9 @@ type Node struct {
 	registerKick chan struct{}
 
 	handingOver atomic.Bool // a halted leader's leadership transfer is under way
+	// leaving: this node is removing itself from the configuration (membership.go); it must not
+	// register its addresses again.
+	leaving atomic.Bool
 
 	mu      sync.Mutex
 	started bool
