@@ -2,8 +2,10 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +205,19 @@ func TestRemoveTheLeader(t *testing.T) {
 	time.Sleep(3 * registerRetry)
 	if registered(next, leader.cfg.NodeID) || slices.Contains(voters(t, next), leader.cfg.NodeID) {
 		t.Fatalf("the removed leader came back: voters %v", voters(t, next))
+	}
+}
+
+// --join excludes --peers and --recover: one line naming both.
+func TestJoinConfigIsChecked(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"join and peers":   {NodeID: "c1", Join: []string{"127.0.0.1:7480"}, Peers: []Peer{{ID: "c1", RaftAddr: "127.0.0.1:7400"}}},
+		"join and recover": {NodeID: "c1", Join: []string{"127.0.0.1:7480"}, Recover: true},
+		"empty join":       {NodeID: "c1", Join: []string{""}},
+	} {
+		err := cfg.Validate()
+		if !errors.Is(err, ErrBadConfig) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line of ErrBadConfig", name, err)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/hashicorp/raft"
-	"github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/retryring/retryring/fsm"
 )
@@ -31,13 +30,10 @@ const (
 	recoveredMarker = "recovered"
 )
 
-// ErrNothingToRecover: --recover on a data directory without Raft state.
-var ErrNothingToRecover = errors.New("coordinator: --recover: no raft state in the data directory")
-
 // recoverCluster rewrites the Raft configuration of this node's stored state. Why a throwaway
 // FSM: RecoverCluster leaves the FSM it replays into unusable (hashicorp/raft's doc), and the
 // node's own FSM is restored by NewRaft from the snapshot it wrote.
-func (n *Node) recoverCluster(rc *raft.Config, logs raft.LogStore, store *raftboltdb.BoltStore, snaps raft.SnapshotStore, trans raft.Transport) error {
+func (n *Node) recoverCluster(rc *raft.Config, logs raft.LogStore, store raft.StableStore, snaps raft.SnapshotStore, trans raft.Transport) error {
 	conf, source, err := n.recoveryConfiguration()
 	if err != nil {
 		return err

@@ -21,8 +21,10 @@ func newCoordinatorCommand() *cobra.Command {
 		Use:   "coordinator",
 		Short: "Run one coordinator node (a Raft voter serving leases to workers over RSocket)",
 		Long: `Run one coordinator node. Give every node the same --peers list; the cluster bootstraps
-from it the first time and ignores it afterwards. On SIGTERM or SIGINT a leader hands its
-leadership to another voter before it stops.`,
+from it the first time and ignores it afterwards. A node added to a running cluster gets --join
+instead (admin addresses of running coordinators): it never bootstraps a cluster of its own.
+After a lost quorum, --recover rewrites the stored configuration (docs/operations.md). On SIGTERM
+or SIGINT a leader hands its leadership to another voter before it stops.`,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return bindEnv(cmd, os.LookupEnv)
 		},
