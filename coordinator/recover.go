@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -42,7 +43,13 @@ func (n *Node) recoverCluster(rc *raft.Config, logs raft.LogStore, store raft.St
 	if err := raft.RecoverCluster(rc, scratch, logs, store, snaps, trans, conf); err != nil {
 		return fmt.Errorf("coordinator: --recover: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(n.cfg.DataDir, recoveredMarker), []byte(source+"\n"), 0o640); err != nil {
+	// The marker keeps the recovered state's floor: every survivor recovered with it carries one,
+	// and the first of them to lead settles the cluster (a floor above this one); the others see
+	// that floor and drop their markers instead of settling a healthy cluster again.
+	var floor uint64
+	scratch.View(func(s *fsm.State, _ uint64) { floor = s.EpochFloor })
+	marker, _ := json.Marshal(recoveryMarker{From: source, EpochFloor: floor})
+	if err := os.WriteFile(filepath.Join(n.cfg.DataDir, recoveredMarker), append(marker, '\n'), 0o640); err != nil {
 		return fmt.Errorf("coordinator: --recover: %w", err)
 	}
 	if source == PeersFile {
@@ -81,10 +88,34 @@ func (n *Node) recoveryConfiguration() (raft.Configuration, string, error) {
 	return conf, "", fmt.Errorf("%w: --recover: the configuration from %s does not name this node (%s) as a voter", ErrBadConfig, source, n.cfg.NodeID)
 }
 
-// recoveredMarker reports whether this node's state was recovered and not yet settled.
+// recoveryMarker is the content of the recovered marker file.
+type recoveryMarker struct {
+	From string `json:"from"`
+	// EpochFloor is the recovered state's floor: a floor above it was committed after the
+	// recovery, by a leader that settled the cluster.
+	EpochFloor uint64 `json:"epoch_floor"`
+}
+
+// recoveredMarker reports whether this node's state was recovered and the cluster not yet settled
+// since: the marker is there and the state's floor is not above the one it recorded (an
+// unreadable marker counts as a recovery: settling again costs a wait, never safety). A marker
+// that a settling leader made obsolete is removed.
 func (n *Node) recoveredMarker() bool {
-	_, err := os.Stat(filepath.Join(n.cfg.DataDir, recoveredMarker))
-	return err == nil
+	b, err := os.ReadFile(filepath.Join(n.cfg.DataDir, recoveredMarker))
+	if err != nil {
+		return false
+	}
+	var m recoveryMarker
+	if json.Unmarshal(b, &m) != nil {
+		return true
+	}
+	var floor uint64
+	n.fsm.View(func(s *fsm.State, _ uint64) { floor = s.EpochFloor })
+	if floor > m.EpochFloor {
+		n.clearRecoveredMarker()
+		return false
+	}
+	return true
 }
 
 func (n *Node) clearRecoveredMarker() {

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -152,5 +153,73 @@ func TestFreshClusterWaitsOutEarlierLeases(t *testing.T) {
 	if first.lease.Epoch <= floor || first.at.Before(until) {
 		t.Fatalf("first lease: epoch %d (floor %d), asked for at %s, every earlier lease ended by %s",
 			first.lease.Epoch, floor, first.at.Format("15:04:05.000"), until.Format("15:04:05.000"))
+	}
+}
+
+// Two survivors recovered together from one peers.json: the first to lead settles the cluster;
+// the other, leading later, finds the floor its marker predates and does not settle it again
+// (a healthy cluster's workers would lose their cover for a TTL).
+func TestRecoverTwoSurvivorsSettlesOnce(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	w := newTestWorker(t, "w1", c.rsocketAddrs()...).start()
+	eventually(t, 15*time.Second, "w1 leased", func() bool { _, ok := w.latest(); return ok })
+	survivors := c.followers(leader)
+	for _, n := range c.nodes {
+		n.Kill()
+	}
+	w.close()
+
+	lns := []net.Listener{listenLoopback(t), listenLoopback(t)}
+	peers := "["
+	for i, s := range survivors {
+		if i > 0 {
+			peers += ","
+		}
+		peers += `{"id":"` + s.cfg.NodeID + `","address":"` + lns[i].Addr().String() + `","non_voter":false}`
+	}
+	peers += "]"
+	rc := &testCluster{t: t}
+	for i, s := range survivors {
+		if err := os.WriteFile(filepath.Join(s.cfg.DataDir, PeersFile), []byte(peers), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		n, err := New(Config{NodeID: s.cfg.NodeID, DataDir: s.cfg.DataDir, Recover: true, Timing: testTiming, NoSync: true,
+			Logger: testLogger(t), RaftListener: lns[i], RaftAdvertise: lns[i].Addr().String(),
+			RSocketListener: listenLoopback(t), HTTPListener: listenLoopback(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.Kill)
+		rc.nodes = append(rc.nodes, n)
+	}
+	first := rc.leader()
+	var floor uint64
+	eventually(t, 15*time.Second, "the recovered cluster settled", func() bool {
+		settling := true
+		first.fsm.View(func(s *fsm.State, _ uint64) { floor, settling = s.EpochFloor, s.Settling })
+		return !settling && floor > 0
+	})
+	other := rc.followers(first)[0]
+	eventually(t, 15*time.Second, "the other survivor leads", func() bool {
+		if other.IsLeader() {
+			return true
+		}
+		_ = first.raft.LeadershipTransfer().Error()
+		return false
+	})
+	rc.leader()
+	other.fsm.View(func(s *fsm.State, _ uint64) {
+		if s.Settling || s.EpochFloor != floor {
+			t.Fatalf("the second survivor settled again: settling %v, floor %d (was %d)", s.Settling, s.EpochFloor, floor)
+		}
+	})
+	for _, n := range rc.nodes {
+		if _, err := os.Stat(filepath.Join(n.cfg.DataDir, recoveredMarker)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s kept its recovery marker: %v", n.cfg.NodeID, err)
+		}
 	}
 }
