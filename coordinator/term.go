@@ -428,6 +428,13 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			wake = w
 		}
 	}
+	// A bootstrapped or recovered state assigns nothing before every earlier lease may have
+	// ended (settle.go); the pass that gets there ends the settling first.
+	holdPlans, settled, w := t.settling(t.n.clock.Now(), times)
+	later(w)
+	if settled != nil {
+		t.commitOneByOne([]fsm.Command{settled}, t.n.clock.Now(), later)
+	}
 	// The rings are read before the connections: a worker that leaves marks its stream first and
 	// commits Leave after, so a pass never sees the member gone while its stream still streams
 	// (it would join it again).
@@ -447,12 +454,6 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 	}
 	if c := t.decideFloor(now); c != nil {
 		t.commitOneByOne([]fsm.Command{c}, now, later)
-	}
-	holdPlans, settled, w := t.settling(now, times)
-	later(w)
-	if settled != nil {
-		t.commitOneByOne([]fsm.Command{settled}, now, later)
-		rings = t.snapshotRings()
 	}
 	decisions := map[string]ringDecisions{}
 	t.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {

@@ -57,6 +57,9 @@ func TestRollingUpgrade(t *testing.T) {
 			t.Fatalf("%s not ready after its restart: %v", co.ID, err)
 		}
 		s.mark("%s back and ready", co.ID)
+		// Watch the cluster for two renewals before the next step, as an operator checks ctl
+		// peers: the sampler sees every worker renewed by whichever node leads now.
+		time.Sleep(2 * timing.Renewal)
 	}
 	after, err := s.c.WaitSettled(s.ctx(time.Minute))
 	if err != nil {
