@@ -66,6 +66,14 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 
+	// Join lists admin HTTP addresses of running coordinators: this node joins their cluster
+	// (membership.go) and never bootstraps one of its own, even with an empty data directory.
+	// Excludes Peers.
+	Join []string
+	// Recover rewrites the stored Raft configuration before starting, after a lost quorum: to
+	// PeersFile in DataDir if present, else Peers, else this node alone (recover.go).
+	Recover bool
+
 	// NoSync skips fsync of the Raft log. Only for tests: a node that crashes may lose
 	// acknowledged entries, which breaks the safety argument.
 	NoSync bool
@@ -100,6 +108,11 @@ type Config struct {
 	// fsmVersion, when set, makes the node run and register an older FSM version than its
 	// build's (fsm.NewAt): a node of an older release, for tests of a rolling upgrade.
 	fsmVersion int
+	// trustFreshState, in tests, lets the first leader of a new state commit its epoch floor
+	// without settling (settle.go): the test's cluster runs on ports no earlier cluster used, so
+	// no worker can hold a lease from before, and a test that needs its first lease within the
+	// silence timeout, or runs a TTL of minutes, does not wait one out.
+	trustFreshState bool
 	// sinceContact, when set, replaces time.Since in a follower's check of its last contact with
 	// the leader (leaderErr): a test moves it past the election timeout at once instead of waiting
 	// for Raft, whose LastContact is on the process clock, to get there.
@@ -181,6 +194,17 @@ func (c Config) Validate() error {
 	}
 	if strings.ContainsAny(c.NodeID, " \t\n\x00/") || len(c.NodeID) > 128 {
 		return fmt.Errorf("%w: node id %q", ErrBadConfig, c.NodeID)
+	}
+	switch {
+	case len(c.Join) > 0 && len(c.Peers) > 0:
+		return fmt.Errorf("%w: give --join (to join a running cluster) or --peers (to bootstrap one), not both", ErrBadConfig)
+	case len(c.Join) > 0 && c.Recover:
+		return fmt.Errorf("%w: --recover rebuilds a cluster from this node's state; it cannot also --join one", ErrBadConfig)
+	}
+	for _, a := range c.Join {
+		if a == "" {
+			return fmt.Errorf("%w: --join: an empty address", ErrBadConfig)
+		}
 	}
 	seen := map[string]bool{}
 	self := len(c.Peers) == 0

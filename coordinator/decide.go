@@ -81,6 +81,8 @@ type ringDecisions struct {
 	expires []fsm.Expire
 	// wake is when a decision that is not due yet becomes due (zero: nothing pending).
 	wake time.Time
+	// holdPlan: no assignment on this pass (a bootstrapped or recovered state settling).
+	holdPlan bool
 }
 
 // decideRing is the leader's failure detection and hold expiry for one ring, as a pure function of

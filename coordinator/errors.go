@@ -19,6 +19,8 @@ var (
 	ErrStarted = errors.New("coordinator: already started")
 	// ErrClosed: the node was closed, killed, or failed to start, and cannot start again.
 	ErrClosed = errors.New("coordinator: closed")
+	// ErrNothingToRecover: Config.Recover on a data directory without Raft state (recover.go).
+	ErrNothingToRecover = errors.New("coordinator: --recover: no raft state in the data directory")
 )
 
 // ErrUpgradeIncomplete: the leader refused to propose a command because a server of the Raft

@@ -42,6 +42,10 @@ func (n *Node) httpHandler() http.Handler {
 		PathStatus:   {http.MethodGet, n.serveStatus},
 		PathPeers:    {http.MethodGet, n.servePeers},
 		PathStepDown: {http.MethodPost, n.serveStepDown},
+		// membership.go
+		PathJoin:       {http.MethodPost, n.serveJoin},
+		PathAddPeer:    {http.MethodPost, n.serveAddPeer},
+		PathRemovePeer: {http.MethodPost, n.serveRemovePeer},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, PathRings) {

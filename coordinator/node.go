@@ -48,6 +48,9 @@ type Node struct {
 	registerKick chan struct{}
 
 	handingOver atomic.Bool // a halted leader's leadership transfer is under way
+	// leaving: this node is removing itself from the configuration (membership.go); it must not
+	// register its addresses again.
+	leaving atomic.Bool
 
 	mu      sync.Mutex
 	started bool
@@ -153,6 +156,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.spawn(n.watchLeadership)
 	n.spawn(n.forwardChanges)
 	n.spawn(n.registerLoop)
+	if len(n.cfg.Join) > 0 {
+		n.spawn(n.joinLoop)
+	}
 	n.log.Info().Str("raft_addr", n.raftAddr).Str("rsocket_addr", n.rsocketAddr).Str("http_addr", n.httpAddr).
 		Msg("coordinator started")
 	return nil

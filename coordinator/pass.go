@@ -86,7 +86,7 @@ func buildPass(r *fsm.Ring, releases []*releaseReq, d ringDecisions, fresh func(
 		p.parts = append(p.parts, e)
 		p.entry.Expires = append(p.entry.Expires, fsm.ExpireRef{WorkerID: e.WorkerID, Incarnation: e.Incarnation, UpTo: e.UpTo, Generation: e.Generation})
 	}
-	if plan := fsm.Plan(st.Ring(r.Key)); plan != nil {
+	if plan := fsm.Plan(st.Ring(r.Key)); plan != nil && !d.holdPlan {
 		p.entry.Assignments = plan.Assignments
 	}
 	return p

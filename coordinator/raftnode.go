@@ -61,8 +61,9 @@ func (p *raftParts) close() error {
 	return errors.Join(errs...)
 }
 
-// startRaft opens the log store, the snapshot store and the transport, starts Raft and bootstraps
-// the cluster from Peers when this node has no Raft state yet. Every voter bootstraps with the
+// startRaft opens the log store, the snapshot store and the transport, recovers the stored state
+// into a new configuration when asked (recover.go), starts Raft and bootstraps the cluster from
+// Peers when this node has no Raft state yet and was not told to join a running one. Every voter bootstraps with the
 // same configuration; a node that finds the cluster already bootstrapped gets ErrCantBootstrap,
 // which is harmless.
 func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
@@ -128,12 +129,22 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: read raft state: %w", err))
 	}
+	if cfg.Recover {
+		if !hasState {
+			return fail(fmt.Errorf("%w %s", ErrNothingToRecover, cfg.DataDir))
+		}
+		if err := n.recoverCluster(rc, logs, store, snaps, parts.transport); err != nil {
+			return fail(err)
+		}
+	}
 	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, parts.transport)
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: start raft: %w", err))
 	}
 	parts.raft = r
-	if !hasState {
+	// A node told to join a running cluster never bootstraps one of its own, not even with an
+	// empty data directory: it would elect itself and serve leases beside the real cluster.
+	if !hasState && len(cfg.Join) == 0 {
 		err := r.BootstrapCluster(n.bootstrapConfiguration()).Error()
 		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return fail(fmt.Errorf("coordinator: bootstrap: %w", err))

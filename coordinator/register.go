@@ -66,6 +66,9 @@ func (n *Node) selfRegistration() fsm.Coordinator {
 // registerOnce reports whether the state already holds this node's current addresses; if not, it
 // makes one attempt to register them.
 func (n *Node) registerOnce(ctx context.Context, client *http.Client) bool {
+	if n.leaving.Load() {
+		return true
+	}
 	want := n.selfRegistration()
 	var have *fsm.Coordinator
 	var leaderHTTP string
@@ -86,7 +89,7 @@ func (n *Node) registerOnce(ctx context.Context, client *http.Client) bool {
 		t.mu.Lock()
 		caughtUp := t.caughtUp
 		t.mu.Unlock()
-		if caughtUp {
+		if caughtUp && !n.leaving.Load() {
 			if err := t.apply(&fsm.RegisterCoordinator{Coordinator: want}); err != nil {
 				n.log.Warn().Err(err).Msg("self registration failed")
 			}

@@ -17,7 +17,8 @@ import (
 // silent (hung, stopped, cut off: no keepalive, no FIN) is disconnected after about SilenceTimeout,
 // not after rsocket-go's 90 s, and committed down.
 func TestSilentConnectionIsClosedAndItsWorkerDown(t *testing.T) {
-	c := newCluster(t, 1, nil)
+	// The first element must come before the silence timeout: no settling wait.
+	c := newCluster(t, 1, func(_ int, cfg *Config) { cfg.trustFreshState = true })
 	leader := c.leader()
 
 	conn := dialRaw(t, leader.RSocketAddr())

@@ -49,6 +49,9 @@ type leaderTerm struct {
 	// timingCommitted: this term's CommitTiming is in the state (start goroutine, then the
 	// reconcile loop).
 	timingCommitted bool
+	// settleLocal: a new or recovered state whose floor the version gate kept out settles in
+	// this term anyway (settle.go). Under mu.
+	settleLocal bool
 }
 
 // reproposeAfter spaces out identical proposals. Every command is idempotent, so proposing one
@@ -168,6 +171,9 @@ func (t *leaderTerm) settleTiming() bool {
 			return false
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	if !t.settleFloor() {
+		return false
 	}
 	var longest time.Duration
 	t.n.fsm.View(func(s *fsm.State, _ uint64) {
@@ -422,6 +428,13 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			wake = w
 		}
 	}
+	// A bootstrapped or recovered state assigns nothing before every earlier lease may have
+	// ended (settle.go); the pass that gets there ends the settling first.
+	holdPlans, settled, w := t.settling(t.n.clock.Now(), times)
+	later(w)
+	if settled != nil {
+		t.commitOneByOne([]fsm.Command{settled}, t.n.clock.Now(), later)
+	}
 	// The rings are read before the connections: a worker that leaves marks its stream first and
 	// commits Leave after, so a pass never sees the member gone while its stream still streams
 	// (it would join it again).
@@ -431,7 +444,7 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 	for m, cs := range conns {
 		// A streaming member of a ring nobody has joined yet: the ring exists from the Join on.
 		if _, ok := rings[m.Ring]; !ok && cs.streaming {
-			rings[m.Ring] = &fsm.Ring{Key: cs.ring, Members: map[string]*fsm.Member{}}
+			rings[m.Ring] = &fsm.Ring{Key: cs.ring, Members: map[string]*fsm.Member{}, LastEpoch: t.n.epochFloor()}
 		}
 	}
 	if c, w := t.decideTiming(now, times); c != nil {
@@ -439,10 +452,14 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 	} else {
 		later(w)
 	}
+	if c := t.decideFloor(now); c != nil {
+		t.commitOneByOne([]fsm.Command{c}, now, later)
+	}
 	decisions := map[string]ringDecisions{}
 	t.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
 		for id, r := range rings {
 			d := decideRing(now, times, id, r, conns, lastUpTo)
+			d.holdPlan = holdPlans
 			later(d.wake)
 			decisions[id] = d
 		}
@@ -527,7 +544,10 @@ func (t *leaderTerm) reconcileOneByOne(rings map[string]*fsm.Ring, decisions map
 	if len(cmds) > 0 || len(releases) > 0 {
 		rings = t.snapshotRings()
 	}
-	for _, r := range rings {
+	for id, r := range rings {
+		if decisions[id].holdPlan {
+			continue
+		}
 		plan := fsm.Plan(r)
 		if plan == nil {
 			continue

@@ -45,6 +45,8 @@ func (s *State) Apply(c Command) error {
 		return s.applyReconcile(c)
 	case *Cordon:
 		return s.applyCordon(c)
+	case *EpochFloor:
+		return s.applyEpochFloor(c)
 	case nil:
 		return fmt.Errorf("%w: nil command", ErrMalformed)
 	default:
@@ -63,7 +65,7 @@ func (s *State) ringFor(k lease.RingKey) *Ring {
 	id := RingID(k)
 	r := s.Rings[id]
 	if r == nil {
-		r = &Ring{Key: k, Members: map[string]*Member{}}
+		r = &Ring{Key: k, Members: map[string]*Member{}, LastEpoch: s.EpochFloor}
 		s.Rings[id] = r
 	}
 	return r

@@ -29,13 +29,16 @@ const (
 	TypeLimit               CommandType = 13
 	TypeReconcile           CommandType = 14
 	TypeCordon              CommandType = 15
+	TypeEpochFloor          CommandType = 16
 )
 
 // Version is the FSM version of this build: it knows every command type, body version and
 // snapshot format introduced up to it. Version 1 is the lease commands (types 1 to 8); version 2
 // adds the lease timing (9, 10) and the flow controls (11 to 13), and snapshots of format 2;
 // version 3 adds Reconcile (14), one entry for what a pass of the leader decided for a ring. The
-// state did not change with version 3, so snapshots stay at format 2 at most.
+// state did not change with version 3, so snapshots stay at format 2 at most. Version 4 adds the
+// epoch floor (16) that a bootstrapped or recovered cluster commits first, and snapshots of
+// format 4 once the state holds one.
 //
 // A coordinator registers its version (Coordinator.FSMVersion) and the leader proposes a command
 // only once every server of the Raft configuration registered a version at least its Since: the
@@ -64,6 +67,7 @@ var commandNames = map[CommandType]string{
 	TypeLimit:               "limit",
 	TypeReconcile:           "reconcile",
 	TypeCordon:              "cordon",
+	TypeEpochFloor:          "epoch_floor",
 }
 
 // introducedIn lists, for each FSM version, the command types it introduced.
@@ -71,7 +75,7 @@ var introducedIn = map[int][]CommandType{
 	1: {TypeRegisterCoordinator, TypeRemoveCoordinator, TypeJoin, TypeDown, TypeLeave, TypeRelease, TypeExpire, TypeAssign},
 	2: {TypeCommitTiming, TypeRetireTiming, TypePause, TypeResume, TypeLimit},
 	3: {TypeReconcile},
-	4: {TypeCordon},
+	4: {TypeCordon, TypeEpochFloor},
 }
 
 // bodyVersion is the second byte of every entry this build writes. Every type is at body 1 so
@@ -332,6 +336,8 @@ func decodeAt(b []byte, v int) (Command, error) {
 		c = &Reconcile{}
 	case TypeCordon:
 		c = &Cordon{}
+	case TypeEpochFloor:
+		c = &EpochFloor{}
 	}
 	if err := json.Unmarshal(b[2:], c); err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrMalformed, b[0], err)

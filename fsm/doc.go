@@ -39,6 +39,12 @@
 // TTL never moves a range while a lease of the longer one may be in use. RetireTiming lowers it
 // once a leader has waited that bound out.
 //
+// Epoch floor (FSM version 4): the first leader of a bootstrapped or recovered state commits
+// EpochFloor before anything else, lifting every ring's epoch counter above any epoch the cluster
+// may have sent before it was rebuilt (FloorAt), and with Settle turns the assignments it finds
+// into holds; the state is then Settling until that leader, or a later one, has waited out every
+// lease of before and commits Settled. A ring created later starts at the floor.
+//
 // Every command is idempotent (raft may apply a command whose proposer saw ErrLeadershipLost, and a
 // new leader may propose it again) and carries a type byte and a body version byte. Every type and
 // body version belongs to an FSM version (Version, CommandType.Since); a node that meets one its

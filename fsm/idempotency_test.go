@@ -138,6 +138,15 @@ func drawCommand(t *rapid.T, s *fsm.State, typ fsm.CommandType) fsm.Command {
 		return &fsm.Limit{Ring: k, PerSecond: rapid.SampledFrom([]float64{0.5, 10, 1e6}).Draw(t, "per_second"), AtMs: drawAtMs(t)}
 	case fsm.TypeCordon:
 		return &fsm.Cordon{Ring: k, WorkerID: w, Clear: rapid.Bool().Draw(t, "uncordon")}
+	case fsm.TypeEpochFloor:
+		floor := rapid.SampledFrom([]uint64{1, s.EpochFloor, s.EpochFloor + 1, 1 << 50}).Draw(t, "floor")
+		switch rapid.IntRange(0, 2).Draw(t, "phase") {
+		case 0:
+			return &fsm.EpochFloor{Floor: max(floor, 1), Settle: true, Reason: "recover", AtMs: drawAtMs(t)}
+		case 1:
+			return &fsm.EpochFloor{Floor: max(floor, 1), Settled: true, AtMs: drawAtMs(t)}
+		}
+		return &fsm.EpochFloor{Floor: max(floor, 1), Reason: "upgrade", AtMs: drawAtMs(t)}
 	}
 	t.Fatalf("no generator for command type %d", typ)
 	return nil
@@ -161,6 +170,9 @@ func TestEveryCommandIsIdempotent(t *testing.T) {
 		}
 		for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
 			c := drawCommand(t, w.st, typ)
+			if c == nil {
+				continue
+			}
 			s := w.st.Clone()
 			before := stateJSON(t, s)
 			if before != stateJSON(t, w.st) {

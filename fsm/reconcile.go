@@ -145,7 +145,7 @@ func (s *State) applyReconcile(c *Reconcile) error {
 	if r != nil && len(c.Assignments) > 0 && allInstalled(r, c.Assignments) {
 		return nil
 	}
-	work := &State{Rings: map[string]*Ring{}}
+	work := &State{Rings: map[string]*Ring{}, EpochFloor: s.EpochFloor}
 	if r != nil {
 		work.Rings[id] = r.Clone()
 	}

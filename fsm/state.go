@@ -15,6 +15,13 @@ type State struct {
 	// Timing is the lease timing leaders committed; nil until the first one did (a cluster
 	// that never ran FSM version 2 on every server).
 	Timing *TimingState `json:"timing,omitempty"`
+	// EpochFloor is the highest epoch floor committed (EpochFloor command): every ring's
+	// LastEpoch is at least this, a ring created later starts from it. 0 until a leader of FSM
+	// version 4 committed one.
+	EpochFloor uint64 `json:"epoch_floor,omitempty"`
+	// Settling: the cluster was bootstrapped or recovered and its leader has not yet waited out
+	// every lease that may be alive from before; no assignment is made meanwhile.
+	Settling bool `json:"settling,omitempty"`
 }
 
 // TimingState is the lease timing of the cluster: one for every ring, since it is a setting of
@@ -302,15 +309,20 @@ func (s *State) Clone() *State {
 		t := *s.Timing
 		out.Timing = &t
 	}
+	out.EpochFloor, out.Settling = s.EpochFloor, s.Settling
 	return out
 }
 
 // formatVersion is the FSM version a snapshot of s needs: 1 while the state holds only what
 // version 1 knows, so that a node of version 1 can still restore it during a rolling upgrade; 2
 // once it holds a lease timing or controls, which a version 1 node would drop without a word; 4
-// once a ring has a cordoned worker, which a node of version 3 or older would drop (and then give
-// that worker ranges again).
+// once it holds an epoch floor (without which a version 3 node would hand out epochs below it) or a
+// ring has a cordoned worker (which a node of version 3 or older would drop, and then give that
+// worker ranges again).
 func (s *State) formatVersion() int {
+	if s.EpochFloor > 0 || s.Settling {
+		return 4
+	}
 	format := 1
 	if s.Timing != nil {
 		format = 2

@@ -19,6 +19,8 @@ import (
 //	expire a/1 3         an Expire up to epoch 3, decided on the ring's current generation
 //	plan                 fsm.Plan on the committed ring, printed, then committed
 //	ring                 the committed ring
+//	floor 1000 | settle 1000 | settled
+//	                     an EpochFloor of 1000 (with Settle), or the Settled that ends the settling
 func TestPlanTranscripts(t *testing.T) {
 	transcript.RunDir(t, "testdata/plan", func() transcript.Driver {
 		s := fsm.NewState()
@@ -69,6 +71,19 @@ func planCommand(s *fsm.State, c transcript.Command) (string, error) {
 		default:
 			cmd = &fsm.Leave{Ring: ringA, WorkerID: w, Incarnation: inc}
 		}
+	case "floor", "settle", "settled":
+		f := s.EpochFloor
+		if c.Name != "settled" {
+			if len(c.Args) != 1 {
+				return "", fmt.Errorf("want the floor")
+			}
+			v, err := strconv.ParseUint(c.Args[0], 10, 64)
+			if err != nil {
+				return "", err
+			}
+			f = v
+		}
+		cmd = &fsm.EpochFloor{Floor: f, Settle: c.Name == "settle", Settled: c.Name == "settled"}
 	case "release", "expire":
 		w, inc, err := member()
 		if err != nil {

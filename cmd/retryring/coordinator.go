@@ -14,15 +14,17 @@ import (
 
 func newCoordinatorCommand() *cobra.Command {
 	var cfg coordinator.Config
-	var peers string
+	var peers, join string
 	var lf logFlags
 	var noSync bool
 	cmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Run one coordinator node (a Raft voter serving leases to workers over RSocket)",
 		Long: `Run one coordinator node. Give every node the same --peers list; the cluster bootstraps
-from it the first time and ignores it afterwards. On SIGTERM or SIGINT a leader hands its
-leadership to another voter before it stops.`,
+from it the first time and ignores it afterwards. A node added to a running cluster gets --join
+instead (admin addresses of running coordinators): it never bootstraps a cluster of its own.
+After a lost quorum, --recover rewrites the stored configuration (docs/operations.md). On SIGTERM
+or SIGINT a leader hands its leadership to another voter before it stops.`,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			return bindEnv(cmd, os.LookupEnv)
 		},
@@ -34,6 +36,7 @@ leadership to another voter before it stops.`,
 			if cfg.Peers, err = parsePeers(peers); err != nil {
 				return err
 			}
+			cfg.Join = splitList(join)
 			cfg.Logger = log
 			routeRSocketLogs(log)
 			cfg.NoSync = noSync
@@ -58,6 +61,8 @@ leadership to another voter before it stops.`,
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7480", "admin HTTP listen address (/ ring page, /v1/ring, /healthz, /readyz, /metrics)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "Raft log and snapshots (default data/<node-id>)")
 	fs.StringVar(&peers, "peers", "", "every voter as id=raftaddr,... (the same on every node); empty: a single-node cluster")
+	fs.StringVar(&join, "join", "", "admin HTTP addresses of running coordinators (host:port,...): join their cluster as a voter; never bootstraps one (instead of --peers)")
+	fs.BoolVar(&cfg.Recover, "recover", false, "after a lost quorum: rewrite the stored Raft configuration to DATA_DIR/peers.json, else --peers, else this node alone, then start (docs/operations.md)")
 	fs.StringVar(&cfg.RSocketAdvertise, "rsocket-advertise", "", "RSocket address workers are redirected to (default: the bound address)")
 	fs.StringVar(&cfg.HTTPAdvertise, "http-advertise", "", "admin HTTP address other coordinators reach (default: the bound address)")
 	fs.DurationVar(&cfg.Timing.TTL, "lease-ttl", lease.DefaultTTL, "lease TTL, counted by the worker from its demand")

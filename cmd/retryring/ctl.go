@@ -29,7 +29,7 @@ follower is forwarded by it to the leader.`}
 			return show(cmd, c, body, "a ring view", func(w io.Writer, v ringViewJSON) error { return printRing(w, v, time.Now()) })
 		})
 	ctl.AddCommand(ring, newStatusCommand(), newPeersCommand(), newStepDownCommand(),
-		newCordonCommand(true), newCordonCommand(false),
+		newCordonCommand(true), newCordonCommand(false), newAddPeerCommand(), newRemovePeerCommand(),
 		newPauseCommand(), newResumeCommand(), newLimitCommand())
 	return ctl
 }
