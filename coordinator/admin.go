@@ -177,10 +177,11 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-// authorize admits the caller of a mutating admin call. It is the hook of the security issue's
-// Authorization: Bearer check (--admin-token-file), which belongs here: before the body is read
-// and before a follower forwards the call (with the header; the leader checks it again). Until
-// then every caller is admitted.
+// authorize admits the caller of a mutating admin call. The Authorization: Bearer check
+// (--admin-token-file) runs once for every call at the HTTP edge (authorizeHTTP, before any
+// handler, so before a follower forwards the call with the header and the leader checks it
+// again): a call that reaches this point was admitted there. This is where a check that needs
+// the parsed call would go.
 func authorize(*http.Request) error { return nil }
 
 // mutation is the one way an admin call changes the replicated state. It authorizes the caller,

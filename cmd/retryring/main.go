@@ -34,6 +34,7 @@ func newRootCommand() *cobra.Command {
 		newDeadLettersCommand(),
 		newDemoCommand(),
 		newCtlCommand(),
+		newTokenCommand(),
 	)
 	return root
 }
