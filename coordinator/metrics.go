@@ -59,7 +59,7 @@ var (
 	descExpiries   = prometheus.NewDesc("retryring_coordinator_expiries_total", "Expire commands this node committed as leader (holds of departed members that ran out).", nil, nil)
 	descRefusals   = prometheus.NewDesc("retryring_coordinator_refusals_total",
 		"Clients this node refused, by reason: unauthorized, revoked, setup_rate, streams_per_ring, connections, setup_timeout, setup_too_large, no_setup, admin_unauthorized, internal_unauthorized.", []string{"reason"}, nil)
-	descCommitted  = prometheus.NewDesc("retryring_coordinator_raft_commands_total",
+	descCommitted = prometheus.NewDesc("retryring_coordinator_raft_commands_total",
 		"Raft entries this node committed as leader, by command type (reconcile: one entry for a pass over a ring, carrying its joins, downs, expiries, releases and plan).", []string{"type"}, nil)
 )
 

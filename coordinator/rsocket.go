@@ -354,6 +354,6 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 		return flux.Error(wireFailure(n.redirect()))
 	}
 	s.releaseSlot, release = release, nil // the stream gives its place back when it ends
-	n.connsChanged() // the leader joins the member
+	n.connsChanged()                      // the leader joins the member
 	return s.flux()
 }
