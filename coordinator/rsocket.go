@@ -353,7 +353,8 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 		c.mu.Unlock()
 		return flux.Error(wireFailure(n.redirect()))
 	}
-	s.releaseSlot, release = release, nil // the stream gives its place back when it ends
-	n.connsChanged()                      // the leader joins the member
+	// The stream gives its place back when it ends.
+	s.releaseSlot, release = release, nil
+	n.connsChanged() // the leader joins the member
 	return s.flux()
 }
