@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rsocket/rsocket-go/core"
+	"github.com/rsocket/rsocket-go/core/framing"
 	"golang.org/x/time/rate"
 
 	"github.com/retryring/retryring/lease"
@@ -212,12 +216,39 @@ func (c *limitConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if c.before.Add(int64(n)) > maxSetupBytes && !c.setup.Load() {
 		c.count(refusedSetupTooLarge)
+		c.refuseTooLarge(b)
 		return 0, errSetupTooLarge
 	}
 	if err != nil && !c.setup.Load() && !time.Now().Before(c.deadline) {
 		c.count(refusedSetupTimeout)
 	}
 	return n, err
+}
+
+// refuseTooLarge answers a connection that sent too much before its SETUP with REJECTED_SETUP
+// bad_setup (the server has written nothing on it yet, so the frame is the first the client
+// reads), then reads and drops what the client still sends until it closes or the setup deadline
+// passes: closing a socket with unread data would reset the connection, and the client could lose
+// the answer.
+func (c *limitConn) refuseTooLarge(buf []byte) {
+	body, _ := json.Marshal(lease.WireError{Code: lease.CodeBadSetup,
+		Message: fmt.Sprintf("more than %d bytes before the SETUP was admitted: a SETUP is far smaller", maxSetupBytes)})
+	f := framing.NewWriteableErrorFrame(0, core.ErrorCodeRejectedSetup, body)
+	var out bytes.Buffer
+	n := f.Len()
+	out.Write([]byte{byte(n >> 16), byte(n >> 8), byte(n)})
+	_, _ = f.WriteTo(&out)
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Conn.Write(out.Bytes())
+	if tc, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		_ = tc.CloseWrite()
+	}
+	_ = c.Conn.SetReadDeadline(c.deadline)
+	for {
+		if _, err := c.Conn.Read(buf); err != nil {
+			return
+		}
+	}
 }
 
 // SetReadDeadline keeps a read before SETUP within the setup deadline.
