@@ -33,7 +33,13 @@ type authenticator struct {
 	workers *watchedFile[workerTokens]
 	admins  *watchedFile[adminTokens]
 	secret  *watchedFile[clusterSecret]
+	// refusalLog logs refusals at most refusalLogBurst a second: a flood of bad clients must not
+	// become a flood of log lines (the refusals metric counts them all).
+	refusalLog zerolog.Logger
 }
+
+// refusalLogBurst is how many refusals a second are logged.
+const refusalLogBurst = 10
 
 // admission is what a worker connection was admitted with: the digest of its token (never the
 // token), kept to check it again before every lease element.
@@ -46,7 +52,7 @@ type admission struct {
 // node from starting, with one error naming the flag, the file and what is wrong.
 func (n *Node) startAuth() error {
 	log := n.partLog("auth")
-	a := &authenticator{}
+	a := &authenticator{refusalLog: log.Sample(&zerolog.BurstSampler{Burst: refusalLogBurst, Period: time.Second})}
 	if p := n.cfg.WorkerTokensFile; p != "" {
 		a.workers = &watchedFile[workerTokens]{what: "--worker-tokens", path: p, parse: parseWorkerTokens, log: log,
 			loaded: func(ev *zerolog.Event, v *workerTokens) { ev.Int("tokens", v.count).Int("rings", len(v.byRing)) }}
@@ -196,7 +202,7 @@ func (n *Node) authorizeHTTP(w http.ResponseWriter, r *http.Request) bool {
 			return true
 		}
 		n.metrics.refused(refusedInternal)
-		n.log.Warn().Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Msg("internal call refused: neither the cluster secret nor a Raft certificate")
+		a.refusalLog.Warn().Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Msg("internal call refused: neither the cluster secret nor a Raft certificate")
 		writeUnauthorized(w, "only coordinators may call "+PathInternal+"* (cluster secret or Raft TLS client certificate)")
 		return false
 	}
@@ -214,6 +220,7 @@ func (n *Node) authorizeHTTP(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get("Authorization") != "" {
 		msg = "the bearer token was refused"
 	}
+	a.refusalLog.Info().Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Str("reason", msg).Msg("admin call refused")
 	writeUnauthorized(w, msg)
 	return false
 }

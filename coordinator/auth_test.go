@@ -2,10 +2,14 @@ package coordinator
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/rsocket/rsocket-go/core/framing"
 
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
@@ -96,26 +100,86 @@ func TestInvariant11BadCredentialsHoldNothingWriteNothingTakeNoID(t *testing.T) 
 }
 
 // TestRotationEndsTheRevokedTokensStream: two tokens of a ring are valid and a worker uses each;
-// the old one is removed from the file. The old token's stream ends at its next renewal (the
-// member goes down as after a disconnect and cannot come back), the new one's worker keeps its
-// lease and ends up with the whole ring.
+// the old one is removed from the file. The old token's stream ends at its next renewal with
+// unauthorized and its connection closes (the member goes down as after a disconnect and cannot
+// come back with that token); the new token's worker keeps its lease and ends up with the whole
+// ring. The revoked worker speaks raw frames, so that the test reads exactly what it is sent.
 func TestRotationEndsTheRevokedTokensStream(t *testing.T) {
 	dir := authDir(t)
 	writeStandardAuth(t, dir, tokenLine(testRing, tokOrders), tokenLine(testRing, tokOrdersNew))
 	c := authCluster(t, dir, nil)
 	leader := c.leader()
 
-	old := startRealWorker(t, "old", testRing, tokOrders, c.rsocketAddrs())
 	renewed := startRealWorker(t, "new", testRing, tokOrdersNew, c.rsocketAddrs())
-	eventually(t, 15*time.Second, "both workers hold leases", func() bool { return old.holds() && renewed.holds() })
+	old := rawSetup(t, leader.RSocketAddr(), "old", testRing, tokOrders)
+	var writeMu sync.Mutex
+	write := func(b []byte) {
+		writeMu.Lock()
+		defer writeMu.Unlock()
+		_, _ = old.Write(b)
+	}
+	stopKeepalive := make(chan struct{})
+	keepaliveDone := make(chan struct{})
+	go func() { // the keepalives a live client sends, or the silence timeout would close it first
+		defer close(keepaliveDone)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopKeepalive:
+				return
+			case <-tick.C:
+				write(frameBytes(framing.NewWriteableKeepaliveFrame(0, nil, true)))
+			}
+		}
+	}()
+	defer func() { close(stopKeepalive); <-keepaliveDone }()
+
+	// next reads the old worker's next element or error, asking for one more after an element.
+	next := func() (*lease.WireError, bool) {
+		t.Helper()
+		f, err := old.next(10 * time.Second)
+		if err != nil {
+			t.Fatalf("the old token's stream: %v", err)
+		}
+		switch ff := f.(type) {
+		case *framing.PayloadFrame:
+			write(frameBytes(framing.NewWriteableRequestNFrame(1, 1, 0)))
+			return nil, true
+		case *framing.ErrorFrame:
+			var we *lease.WireError
+			if !errors.As(lease.FromWire(ff.ErrorData()), &we) {
+				t.Fatalf("error frame %q", ff.ErrorData())
+			}
+			return we, false
+		}
+		return nil, false
+	}
+	if _, ok := next(); !ok {
+		t.Fatal("the old token's worker got no element")
+	}
+	eventually(t, 15*time.Second, "the new token's worker holds a lease", renewed.holds)
 
 	writeAuthFile(t, filePath(dir, "workers.yaml"), tokenLine(testRing, tokOrdersNew))
 	// No reloadAll: the nodes' own one-second watch picks the change up.
-	eventually(t, 15*time.Second, "the old token's member departed and the new one holds the whole ring", func() bool {
+	var we *lease.WireError
+	for elements := 0; we == nil; elements++ {
+		if elements > 20 {
+			t.Fatal("the revoked token's stream went on for 20 elements")
+		}
+		we, _ = next()
+	}
+	if we.Code != lease.CodeUnauthorized {
+		t.Fatalf("the revoked stream ended with %+v, want unauthorized", we)
+	}
+	if !old.closedWithin(5 * time.Second) {
+		t.Error("the revoked token's connection stayed open")
+	}
+	if refusals(leader, refusedRevoked) != 1 {
+		t.Errorf("revocations counted %d, want 1", refusals(leader, refusedRevoked))
+	}
+	eventually(t, 15*time.Second, "the old member departed and the new one holds the whole ring", func() bool {
 		for _, r := range leader.View().Rings {
-			if r.Region != testRing.Region || r.Service != testRing.Service {
-				continue
-			}
 			ok := false
 			for _, m := range r.Members {
 				switch {
@@ -129,21 +193,10 @@ func TestRotationEndsTheRevokedTokensStream(t *testing.T) {
 		}
 		return false
 	})
-	if refusals(leader, refusedRevoked) == 0 {
-		t.Error("the revocation was not counted")
-	}
 	if !renewed.holds() {
 		t.Error("the worker with the new token lost its lease")
 	}
-	// The old worker keeps trying (the backoff of a configuration error) and is refused each time.
-	n0 := old.elements.Load()
-	time.Sleep(4 * testTiming.Renewal)
-	if got := old.elements.Load(); got != n0 {
-		t.Errorf("the revoked worker got %d more elements", got-n0)
-	}
-	if old.holds() {
-		t.Error("the revoked worker still holds a lease")
-	}
+	expectRejected(t, rawSetup(t, leader.RSocketAddr(), "old", testRing, tokOrders), lease.CodeUnauthorized)
 }
 
 // TestAdminBearerTokenAtTheEdge: a mutating admin call without a bearer token, or with a wrong

@@ -69,7 +69,7 @@ func (n *Node) accept(_ context.Context, setup payload.SetupPayload, sock rsocke
 	}
 	adm, err := n.admitSetup(&s, sock)
 	if err != nil {
-		n.log.Info().Err(err).Str("worker_id", s.WorkerID).Str("ring", s.Ring().String()).Msg("SETUP refused")
+		n.auth.refusalLog.Info().Err(err).Str("worker_id", s.WorkerID).Str("ring", s.Ring().String()).Msg("SETUP refused")
 		return nil, wireFailure(err)
 	}
 	c := &workerConn{
