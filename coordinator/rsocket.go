@@ -339,6 +339,7 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 			Message: fmt.Sprintf("incarnation %s of worker %s was superseded by a newer one", c.setup.Incarnation, c.setup.WorkerID)}))
 	}
 	s := newLeaseStream(n, t, c)
+	s.releaseSlot = release // idempotent: the deferred call and the stream's end may both run it
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -353,8 +354,7 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 		c.mu.Unlock()
 		return flux.Error(wireFailure(n.redirect()))
 	}
-	// The stream gives its place back when it ends.
-	s.releaseSlot, release = release, nil
+	release = nil    // from here the stream gives its place back when it ends
 	n.connsChanged() // the leader joins the member
 	return s.flux()
 }
