@@ -209,8 +209,9 @@ func (n *Node) authorizeHTTP(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead || a.admins == nil {
 		return true
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok {
+	// The scheme is case-insensitive (RFC 9110).
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
 		if _, ok = matchDigest(a.admins.cur.Load().tokens, digestOf(strings.TrimSpace(token))); ok {
 			return true
 		}

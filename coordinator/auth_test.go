@@ -214,7 +214,7 @@ func TestAdminBearerTokenAtTheEdge(t *testing.T) {
 	for _, n := range []*Node{follower, leader} {
 		for name, h := range map[string]map[string]string{
 			"no header":     nil,
-			"wrong token":   {"Authorization": "Bearer not-the-admin-token-0000"},
+			"wrong token":   {"Authorization": "bearer not-the-admin-token-0000"},
 			"worker token":  {"Authorization": "Bearer " + tokOrders},
 			"not a bearer":  {"Authorization": "Basic " + tokAdmin},
 			"cluster token": {HeaderClusterSecret: clusterSec},
@@ -245,7 +245,9 @@ func TestAdminBearerTokenAtTheEdge(t *testing.T) {
 		t.Fatalf("pause not committed: %+v", ctl)
 	}
 	resume := ringPath(testRing, ActionResume)
-	if status, _, body := httpDo(t, http.MethodPost, leader.HTTPAddr(), resume, `{}`, auth); status != http.StatusOK {
+	// The scheme is case-insensitive.
+	lower := map[string]string{"Authorization": "bearer " + tokAdmin}
+	if status, _, body := httpDo(t, http.MethodPost, leader.HTTPAddr(), resume, `{}`, lower); status != http.StatusOK {
 		t.Fatalf("resume on the leader with the token: %d %s", status, body)
 	}
 	if refusals(leader, refusedAdmin)+refusals(follower, refusedAdmin) < 10 {
