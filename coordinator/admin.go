@@ -177,10 +177,11 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-// authorize admits the caller of a mutating admin call. It is the hook of the security issue's
-// Authorization: Bearer check (--admin-token-file), which belongs here: before the body is read
-// and before a follower forwards the call (with the header; the leader checks it again). Until
-// then every caller is admitted.
+// authorize admits the caller of a mutating admin call. The Authorization: Bearer check
+// (--admin-token-file) runs once for every call at the HTTP edge (authorizeHTTP, before any
+// handler, so before a follower forwards the call with the header and the leader checks it
+// again): a call that reaches this point was admitted there. This is where a check that needs
+// the parsed call would go.
 func authorize(*http.Request) error { return nil }
 
 // mutation is the one way an admin call changes the replicated state. It authorizes the caller,
@@ -276,6 +277,9 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 	}
 	req.Header.Set(HeaderForwardedBy, n.cfg.NodeID)
+	// This node checked the call at its own edge; a forwarded /v1/internal/ call (a join asked of a
+	// follower) reaches the leader as this coordinator's.
+	n.signInternal(req)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
 	if err != nil {

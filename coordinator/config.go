@@ -105,6 +105,22 @@ type Config struct {
 	// traffic). Default: a plain TCP dial.
 	RaftDial func(ctx context.Context, addr string) (net.Conn, error)
 
+	// WorkerTokensFile (--worker-tokens) admits a worker only with a token valid for its ring;
+	// AdminTokenFile (--admin-token-file) requires a bearer token on every mutating admin call;
+	// ClusterSecretFile (--cluster-secret-file) admits only coordinators to /v1/internal/. Each is
+	// re-read every second. Empty: that check is off. See auth.go and docs/operations.md.
+	WorkerTokensFile  string
+	AdminTokenFile    string
+	ClusterSecretFile string
+	// MaxConnections closes accepted RSocket connections beyond it at once; MaxSetupsPerSecond
+	// answers SETUPs beyond it busy (with a burst of one second's worth); MaxStreamsPerRing answers
+	// ring.leases beyond it busy. Zero: no cap. See limits.go.
+	MaxConnections     int
+	MaxSetupsPerSecond float64
+	MaxStreamsPerRing  int
+	// SetupTimeout closes a connection whose SETUP was not admitted within it. Default 5s.
+	SetupTimeout time.Duration
+
 	// fsmVersion, when set, makes the node run and register an older FSM version than its
 	// build's (fsm.NewAt): a node of an older release, for tests of a rolling upgrade.
 	fsmVersion int
@@ -133,6 +149,7 @@ const (
 	DefaultHeartbeatTimeout   = 500 * time.Millisecond
 	DefaultElectionTimeout    = 500 * time.Millisecond
 	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
+	DefaultSetupTimeout       = 5 * time.Second
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -183,6 +200,9 @@ func (c Config) WithDefaults() Config {
 	if c.ReportPeriod == 0 {
 		c.ReportPeriod = lease.ReportPeriod
 	}
+	if c.SetupTimeout == 0 {
+		c.SetupTimeout = DefaultSetupTimeout
+	}
 	return c
 }
 
@@ -224,11 +244,14 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"silence timeout": c.SilenceTimeout, "write timeout": c.WriteTimeout,
 		"reconnect grace": c.ReconnectGrace, "apply timeout": c.ApplyTimeout,
-		"report period": c.ReportPeriod, "pass interval": c.PassInterval,
+		"report period": c.ReportPeriod, "pass interval": c.PassInterval, "setup timeout": c.SetupTimeout,
 	} {
 		if d < 0 {
 			return fmt.Errorf("%w: negative %s %v", ErrBadConfig, name, d)
 		}
+	}
+	if c.MaxConnections < 0 || c.MaxStreamsPerRing < 0 || !(c.MaxSetupsPerSecond >= 0) {
+		return fmt.Errorf("%w: negative --max-connections, --max-setups-per-second or --max-streams-per-ring", ErrBadConfig)
 	}
 	switch {
 	case c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < 5*time.Millisecond ||

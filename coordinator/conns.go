@@ -18,6 +18,8 @@ type workerConn struct {
 	member memberID
 	socket rsocket.CloseableRSocket
 	log    zerolog.Logger
+	// admission is what the SETUP was admitted with (auth.go): its token's digest.
+	admission admission
 	// closeConn closes the underlying net.Conn; false when it was closed already.
 	closeConn func() bool
 

@@ -50,6 +50,15 @@
 // wrapper: the caller's authorization, strict input, forwarding from a follower to the leader,
 // the version gate (register.go), the commit.
 //
+// Credentials and limits (auth.go, authfiles.go, limits.go), each off until configured: a SETUP
+// is admitted only with a token of its ring (checked before the connection is registered, so a
+// refused client leaves no connection, member or Raft entry behind, and is re-checked before every
+// lease element, which is how a revoked token's stream ends); every call to the admin HTTP port
+// that is not GET or HEAD needs the admin bearer token, and /v1/internal/ the cluster secret or a
+// Raft client certificate, both checked once at the HTTP edge before any handler; connections,
+// SETUPs per second and lease streams per ring are capped, and what a connection may send before
+// its SETUP is admitted is bounded in time and bytes.
+//
 // A command type is proposed only once every server of the Raft configuration registered an FSM
 // version that knows it; a node whose FSM halted at an entry it does not know is not ready and
 // does not lead.

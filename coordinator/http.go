@@ -48,6 +48,9 @@ func (n *Node) httpHandler() http.Handler {
 		PathRemovePeer: {http.MethodPost, n.serveRemovePeer},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !n.authorizeHTTP(w, r) {
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, PathRings) {
 			n.serveRingAction(w, r)
 			return
@@ -132,7 +135,7 @@ func (n *Node) readiness() readiness {
 // Raft configuration may register.
 func (n *Node) serveRegister(w http.ResponseWriter, r *http.Request) {
 	var c fsm.Coordinator
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRegistrationBody))
 	if err == nil {
 		err = json.Unmarshal(body, &c)
 	}
@@ -142,6 +145,14 @@ func (n *Node) serveRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	if !n.inConfiguration(c.ID) {
 		writeJSON(w, http.StatusBadRequest, lease.WireError{Code: lease.CodeBadRequest, Message: strconv.Quote(c.ID) + " is not in the raft configuration"})
+		return
+	}
+	switch unchanged, err := n.checkRegistration(c); {
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, lease.ToWire(err))
+		return
+	case unchanged:
+		writeJSON(w, http.StatusOK, lease.Ack{OK: true})
 		return
 	}
 	if err := n.apply(&fsm.RegisterCoordinator{Coordinator: c}); err != nil {

@@ -242,6 +242,7 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	n.signInternal(req)
 	resp, err := client.Do(req)
 	if err != nil {
 		return err

@@ -22,7 +22,12 @@ type nodeMetrics struct {
 	expiriesSent atomic.Uint64 // Expire commands committed by this node as leader
 	// committed counts the entries this node committed as leader, by command type (the type byte).
 	committed [256]atomic.Uint64
+	// refusals counts the clients refused, by reason (limits.go).
+	refusals [numRefusals]atomic.Uint64
 }
+
+// refused counts a refusal of reason r.
+func (m *nodeMetrics) refused(r refusal) { m.refusals[r].Add(1) }
 
 // countCommitted counts an entry of type typ that this node committed as leader.
 func (m *nodeMetrics) countCommitted(typ fsm.CommandType) { m.committed[typ].Add(1) }
@@ -52,7 +57,9 @@ var (
 	descSent       = prometheus.NewDesc("retryring_coordinator_lease_elements_sent_total", "Lease elements sent to workers by this node as leader.", nil, nil)
 	descNotLeader  = prometheus.NewDesc("retryring_coordinator_redirects_total", "Worker requests this node answered not_leader or no_leader (served by the leader only).", nil, nil)
 	descExpiries   = prometheus.NewDesc("retryring_coordinator_expiries_total", "Expire commands this node committed as leader (holds of departed members that ran out).", nil, nil)
-	descCommitted  = prometheus.NewDesc("retryring_coordinator_raft_commands_total",
+	descRefusals   = prometheus.NewDesc("retryring_coordinator_refusals_total",
+		"Clients this node refused, by reason: unauthorized, revoked, setup_rate, streams_per_ring, connections, setup_timeout, setup_too_large, no_setup, admin_unauthorized, internal_unauthorized.", []string{"reason"}, nil)
+	descCommitted = prometheus.NewDesc("retryring_coordinator_raft_commands_total",
 		"Raft entries this node committed as leader, by command type (reconcile: one entry for a pass over a ring, carrying its joins, downs, expiries, releases and plan).", []string{"type"}, nil)
 )
 
@@ -64,7 +71,7 @@ type nodeCollector struct {
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descRaftState, descTerm, descCommit, descApplied, descLeaderKnow,
-		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries, descCommitted} {
+		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries, descCommitted, descRefusals} {
 		ch <- d
 	}
 	for _, d := range backlogDescs {
@@ -83,6 +90,9 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descSent, c.m.leasesSent.Load())
 	counter(descNotLeader, c.m.notLeader.Load())
 	counter(descExpiries, c.m.expiriesSent.Load())
+	for r := range numRefusals {
+		ch <- prometheus.MustNewConstMetric(descRefusals, prometheus.CounterValue, float64(c.m.refusals[r].Load()), r.String())
+	}
 	for typ := range c.m.committed {
 		if v := c.m.committed[typ].Load(); v > 0 {
 			ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.CounterValue, float64(v), fsm.CommandType(typ).String())

@@ -32,6 +32,8 @@ type Node struct {
 	conns   *connRegistry
 	retired *retiredSet
 	metrics *nodeMetrics
+	auth    *authenticator // set by Start
+	limits  *limits
 
 	// Set by Start, read-only afterwards.
 	raft        *raft.Raft
@@ -76,6 +78,7 @@ func New(cfg Config) (*Node, error) {
 	n.fsm = fsm.NewAt(n.partLog("fsm"), cmp.Or(cfg.fsmVersion, fsm.Version))
 	n.conns = newConnRegistry(n.connsChanged, n.retired.has)
 	n.metrics = newNodeMetrics(n)
+	n.limits = newLimits(cfg, n.metrics)
 	return n, nil
 }
 
@@ -132,10 +135,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := n.startAuth(); err != nil {
+		return err
+	}
 	n.raftAddr = n.cfg.raftAdvertise(raftLn.Addr().String())
 	n.rsocketAddr = orDefault(n.cfg.RSocketAdvertise, rsLn.Addr().String())
 	n.httpAddr = orDefault(n.cfg.HTTPAdvertise, httpLn.Addr().String())
-	n.rsListener = newSilenceListener(rsLn, n.cfg.SilenceTimeout, n.cfg.WriteTimeout)
+	n.rsListener = newSilenceListener(n.limits.listener(rsLn), n.cfg.SilenceTimeout, n.cfg.WriteTimeout)
 
 	parts, err := n.startRaft(raftLn)
 	if err != nil {
@@ -159,6 +165,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if len(n.cfg.Join) > 0 {
 		n.spawn(n.joinLoop)
 	}
+	n.spawn(n.watchAuth)
 	n.log.Info().Str("raft_addr", n.raftAddr).Str("rsocket_addr", n.rsocketAddr).Str("http_addr", n.httpAddr).
 		Msg("coordinator started")
 	return nil

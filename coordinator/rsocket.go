@@ -67,9 +67,14 @@ func (n *Node) accept(_ context.Context, setup payload.SetupPayload, sock rsocke
 		n.log.Info().Err(err).Msg("SETUP refused")
 		return nil, wireFailure(err)
 	}
+	adm, err := n.admitSetup(&s, sock)
+	if err != nil {
+		n.auth.refusalLog.Info().Err(err).Str("worker_id", s.WorkerID).Str("ring", s.Ring().String()).Msg("SETUP refused")
+		return nil, wireFailure(err)
+	}
 	c := &workerConn{
 		id: n.conns.nextID.Add(1), setup: s, member: newMemberID(s), socket: sock,
-		streams: map[*leaseStream]struct{}{},
+		streams: map[*leaseStream]struct{}{}, admission: adm,
 	}
 	if remote, ok := rsocket.GetAddr(sock); ok {
 		c.closeConn = func() bool { return n.rsListener.closeRemote(remote) }
@@ -317,11 +322,24 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 	if t == nil {
 		return flux.Error(wireFailure(n.redirect()))
 	}
+	if err := n.auth.stillAuthorized(c); err != nil {
+		return flux.Error(wireFailure(err))
+	}
+	release, err := n.limits.acquireStream(c.setup.Ring(), n.clock.Now())
+	if err != nil {
+		return flux.Error(wireFailure(err))
+	}
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	if n.retired.has(c.member) {
 		return flux.Error(wireFailure(&lease.WireError{Code: lease.CodeDuplicate,
 			Message: fmt.Sprintf("incarnation %s of worker %s was superseded by a newer one", c.setup.Incarnation, c.setup.WorkerID)}))
 	}
 	s := newLeaseStream(n, t, c)
+	s.releaseSlot = release // idempotent: the deferred call and the stream's end may both run it
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -336,6 +354,7 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 		c.mu.Unlock()
 		return flux.Error(wireFailure(n.redirect()))
 	}
+	release = nil    // from here the stream gives its place back when it ends
 	n.connsChanged() // the leader joins the member
 	return s.flux()
 }

@@ -58,6 +58,9 @@ type leaseStream struct {
 	lastControls string // JSON of the controls of the last element sent
 	left         bool   // the worker left: send nothing more
 	terminal     *terminal
+
+	// releaseSlot gives the stream's place under --max-streams-per-ring back (limits.go).
+	releaseSlot func()
 }
 
 type terminal struct{ err error } // err nil: complete
@@ -143,6 +146,9 @@ func (s *leaseStream) finish() {
 	s.doneOnce.Do(func() {
 		close(s.done)
 		s.term.removeStream(s)
+		if s.releaseSlot != nil {
+			s.releaseSlot()
+		}
 		s.mu.Lock()
 		left := s.left
 		s.mu.Unlock()
@@ -197,6 +203,12 @@ func (s *leaseStream) step() (ended bool) {
 	}
 	if demand <= 0 || left {
 		return false
+	}
+	if err := s.n.auth.stillAuthorized(s.conn); err != nil {
+		s.signal("terminate", func() { sink.Error(wireFailure(err)) })
+		s.finish()
+		s.revoked(err)
+		return true
 	}
 	now := s.n.clock.Now()
 	due := false

@@ -37,7 +37,11 @@ const (
 	MetadataMIME = "message/x.rsocket.composite-metadata.v0"
 )
 
-// Setup is the SETUP frame's data.
+// MaxSetupTokenBytes bounds a SETUP's token.
+const MaxSetupTokenBytes = 512
+
+// Setup is the SETUP frame's data. Token is a secret: never log it nor show it (the coordinator
+// clears it once checked).
 type Setup struct {
 	WorkerID    string `json:"worker_id"`
 	Incarnation string `json:"incarnation"`
@@ -74,6 +78,9 @@ func (s Setup) Validate() error {
 	}
 	if s.Incarnation == "" {
 		return fmt.Errorf("%w: incarnation is empty", ErrBadRequest)
+	}
+	if len(s.Token) > MaxSetupTokenBytes {
+		return fmt.Errorf("%w: token is limited to %d bytes", ErrBadRequest, MaxSetupTokenBytes)
 	}
 	if len(s.Features) > 16 {
 		return fmt.Errorf("%w: at most 16 features", ErrBadRequest)
@@ -305,6 +312,7 @@ const (
 	CodeUnavailable   = "unavailable"          // the replicated state could not be written (quorum lost); retry
 	CodeUnknownWorker = "unknown_worker"       // the worker is not a member (e.g. it left); reconnect to join again
 	CodeUnauthorized  = "unauthorized"         // auth token refused
+	CodeBusy          = "busy"                 // over a limit of the coordinator (SETUPs per second, lease streams per ring); retry after retry_after_ms
 	CodeInternal      = "internal"             // a bug; the coordinator logged it
 )
 
@@ -328,6 +336,8 @@ var (
 	ErrUnknownWorker = errors.New("unknown_worker")
 	// ErrUnauthorized: the auth token was refused.
 	ErrUnauthorized = errors.New("unauthorized")
+	// ErrBusy: the coordinator is at one of its limits; retry after the error's RetryAfterMs.
+	ErrBusy = errors.New("busy")
 	// ErrInternal: an unexpected failure inside the coordinator.
 	ErrInternal = errors.New("internal")
 )
@@ -341,7 +351,7 @@ var catalog = []struct {
 	{CodeNotLeader, ErrNotLeader}, {CodeNoLeader, ErrNoLeader}, {CodeBadRequest, ErrBadRequest},
 	{CodeUnknownRoute, ErrUnknownRoute}, {CodeBadSetup, ErrBadSetup}, {CodeDuplicate, ErrDuplicate},
 	{CodeUnavailable, ErrUnavailable}, {CodeUnknownWorker, ErrUnknownWorker},
-	{CodeUnauthorized, ErrUnauthorized}, {CodeInternal, ErrInternal},
+	{CodeUnauthorized, ErrUnauthorized}, {CodeBusy, ErrBusy}, {CodeInternal, ErrInternal},
 }
 
 var codeErrors = func() map[string]error {
@@ -362,6 +372,9 @@ type WireError struct {
 	// node), sorted by id, at most MaxWireCoordinators: where a client goes next when it was told
 	// of no live leader, instead of dialling a dead node again.
 	Coordinators []WireCoordinator `json:"coordinators,omitempty"`
+	// RetryAfterMs (busy) is how long the client should wait at least before it tries this
+	// coordinator again; a client bounds it by its own maximum backoff.
+	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
 }
 
 // WireCoordinator is one coordinator of an error's coordinators list: its node id and the

@@ -38,6 +38,7 @@ func newRootCommand() *cobra.Command {
 		newDeadLettersCommand(),
 		newDemoCommand(),
 		newCtlCommand(),
+		newTokenCommand(),
 	)
 	return root
 }

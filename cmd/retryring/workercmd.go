@@ -33,6 +33,7 @@ type workerOptions struct {
 	executorURL  string
 	httpAddr     string
 	retryPolicy  string
+	tokenFile    string
 	cfg          worker.Config
 	shutdown     time.Duration
 	// maxAttemptsSet: --max-attempts was given (flag or environment), which a policy file
@@ -74,6 +75,7 @@ On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish with
 	fs.DurationVar(&o.cfg.QueryTimeout, "query-timeout", worker.DefaultQueryTimeout, "timeout of each CQL query (the guard demands it)")
 	fs.DurationVar(&o.cfg.ExecTimeout, "exec-timeout", worker.DefaultExecTimeout, "timeout of each execution (the guard demands it)")
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "bound on a graceful shutdown")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file of this worker's ring token, sent in SETUP (else the environment variable RETRYRING_TOKEN)")
 	annotateEnv(cmd)
 	return cmd
 }
@@ -107,6 +109,10 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err := cfg.Validate(); err != nil { // before anything connects: a bad flag is said at once
 		return err
 	}
+	token, err := workerTokenFrom(o.tokenFile, os.LookupEnv)
+	if err != nil {
+		return err
+	}
 
 	session, err := o.cf.connect(ctx)
 	if err != nil {
@@ -128,7 +134,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	var scanner *worker.Scanner // built after the client, whose guard it checks; Drain needs it
 	client, err := leaseclient.New(leaseclient.Config{
 		WorkerID: o.workerID, Ring: ring, Coordinators: splitList(o.coordinators),
-		Logger: parent,
+		Token: token, Logger: parent,
 		Drain: func(ctx context.Context, old, next lease.Lease) error {
 			return scanner.Drain(ctx, old, next)
 		},

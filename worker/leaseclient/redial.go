@@ -109,7 +109,22 @@ func (p *dialPlan) next(a attemptResult) redial {
 		r.delay = p.backoff.delay(p.doubling, p.rnd())
 		p.doubling++
 	}
+	if hint := retryAfter(a.err, p.backoff.Max); hint > 0 {
+		// busy: the normal pacing, but not before the coordinator's hint (jittered to
+		// [hint/2, 3·hint/2), so that the clients it refused together come back spread out).
+		r.delay = max(r.delay, hint/2+time.Duration(p.rnd()*float64(hint)))
+	}
 	return r
+}
+
+// retryAfter is the retry_after_ms of a busy answer, at most ceiling (a coordinator must not be
+// able to park a client); 0 for any other error.
+func retryAfter(err error, ceiling time.Duration) time.Duration {
+	var we *lease.WireError
+	if !errors.Is(err, lease.ErrBusy) || !errors.As(err, &we) || we.RetryAfterMs <= 0 {
+		return 0
+	}
+	return min(time.Duration(min(we.RetryAfterMs, int64(ceiling/time.Millisecond)))*time.Millisecond, ceiling)
 }
 
 // learn replaces the learned addresses with those of addrs that are host:port and not configured,

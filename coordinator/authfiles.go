@@ -1,0 +1,282 @@
+package coordinator
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// The token files (--worker-tokens, --admin-token-file) hold digests, never secrets: a leaked file
+// admits nobody. A token is any string of MinTokenBytes to MaxTokenBytes printable bytes; its entry
+// is "sha256:" and the 64 hex digits of SHA-256 of those bytes (`retryring token hash`).
+//
+//	# --worker-tokens: several entries per ring for rotation; name is for people and logs.
+//	- {ring: eu-west/c1/orders, hash: "sha256:9f86d0...", name: orders-2026-12}
+//	- {ring: eu-west/c1/orders, hash: "sha256:60303a...", name: orders-2027-01}
+//
+//	# --admin-token-file
+//	- {hash: "sha256:2c26b4...", name: alice}
+const (
+	HashPrefix    = "sha256:"
+	MinTokenBytes = 16
+	MaxTokenBytes = lease.MaxSetupTokenBytes
+	// maxAuthFileBytes bounds a token file: it is read every second.
+	maxAuthFileBytes = 1 << 20
+)
+
+// ErrBadAuthFile is wrapped by every error about a token or secret file.
+var ErrBadAuthFile = errors.New("coordinator: bad auth file")
+
+// tokenDigest is the SHA-256 of a token. Tokens are compared as digests, in constant time, so that
+// neither the file nor the time a comparison takes tells anything about a valid token.
+type tokenDigest [sha256.Size]byte
+
+func digestOf(token string) tokenDigest { return sha256.Sum256([]byte(token)) }
+
+// HashToken is the entry of a token in a tokens file: "sha256:<hex>".
+func HashToken(token string) string {
+	d := digestOf(token)
+	return HashPrefix + hex.EncodeToString(d[:])
+}
+
+// CheckToken refuses a token that no tokens file could admit (too short, too long, or with
+// bytes a file or environment variable would mangle).
+func CheckToken(token string) error {
+	if len(token) < MinTokenBytes || len(token) > MaxTokenBytes {
+		return fmt.Errorf("a token is %d to %d bytes, this one %d", MinTokenBytes, MaxTokenBytes, len(token))
+	}
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("a token is printable ASCII without spaces; byte %d is %#x", i, c)
+		}
+	}
+	return nil
+}
+
+// namedDigest is one entry of a tokens file.
+type namedDigest struct {
+	digest tokenDigest
+	name   string
+}
+
+// matchDigest finds d among ds comparing every entry in constant time, without an early exit.
+func matchDigest(ds []namedDigest, d tokenDigest) (string, bool) {
+	found, name := 0, ""
+	for _, e := range ds {
+		if subtle.ConstantTimeCompare(e.digest[:], d[:]) == 1 {
+			found, name = 1, e.name
+		}
+	}
+	return name, found == 1
+}
+
+// workerTokens is a parsed --worker-tokens file.
+type workerTokens struct {
+	byRing map[lease.RingKey][]namedDigest
+	count  int
+}
+
+// adminTokens is a parsed --admin-token-file.
+type adminTokens struct{ tokens []namedDigest }
+
+// clusterSecret is a parsed --cluster-secret-file: the secret itself (every coordinator sends it)
+// and its digest (what requests are compared with).
+type clusterSecret struct {
+	secret string
+	digest tokenDigest
+}
+
+type fileEntry struct {
+	Ring string `yaml:"ring"`
+	Hash string `yaml:"hash"`
+	Name string `yaml:"name"`
+}
+
+// decodeEntries reads a YAML sequence of entries, refusing unknown keys.
+func decodeEntries(data []byte) ([]fileEntry, error) {
+	var entries []fileEntry
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&entries); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("not a YAML list of entries: %s", firstLine(err.Error()))
+	}
+	return entries, nil
+}
+
+func parseDigest(i int, e fileEntry) (namedDigest, error) {
+	h, ok := strings.CutPrefix(e.Hash, HashPrefix)
+	var d tokenDigest
+	if !ok || len(h) != hex.EncodedLen(len(d)) {
+		return namedDigest{}, fmt.Errorf(`entry %d: hash must be "sha256:" and 64 hex digits (make one with: retryring token hash); plain tokens never go in this file`, i+1)
+	}
+	if _, err := hex.Decode(d[:], []byte(h)); err != nil {
+		return namedDigest{}, fmt.Errorf("entry %d: hash: %v", i+1, err)
+	}
+	if len(e.Name) > 128 {
+		return namedDigest{}, fmt.Errorf("entry %d: name longer than 128 bytes", i+1)
+	}
+	return namedDigest{digest: d, name: e.Name}, nil
+}
+
+// ParseRing reads REGION/CLUSTER/SERVICE.
+func ParseRing(s string) (lease.RingKey, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return lease.RingKey{}, fmt.Errorf("ring %.140q is not REGION/CLUSTER/SERVICE", s)
+	}
+	k := lease.RingKey{Region: parts[0], Cluster: parts[1], Service: parts[2]}
+	if err := k.Validate(); err != nil {
+		return lease.RingKey{}, fmt.Errorf("ring %.140q: %w", s, err)
+	}
+	return k, nil
+}
+
+// parseWorkerTokens reads a --worker-tokens file. An empty file is valid: it admits nobody.
+func parseWorkerTokens(data []byte) (*workerTokens, error) {
+	entries, err := decodeEntries(data)
+	if err != nil {
+		return nil, err
+	}
+	wt := &workerTokens{byRing: map[lease.RingKey][]namedDigest{}}
+	for i, e := range entries {
+		if e.Ring == "" {
+			return nil, fmt.Errorf("entry %d: no ring (want ring: REGION/CLUSTER/SERVICE)", i+1)
+		}
+		k, err := ParseRing(e.Ring)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: %w", i+1, err)
+		}
+		nd, err := parseDigest(i, e)
+		if err != nil {
+			return nil, err
+		}
+		wt.byRing[k] = append(wt.byRing[k], nd)
+		wt.count++
+	}
+	return wt, nil
+}
+
+// parseAdminTokens reads an --admin-token-file. An empty file is valid: no admin call is admitted.
+func parseAdminTokens(data []byte) (*adminTokens, error) {
+	entries, err := decodeEntries(data)
+	if err != nil {
+		return nil, err
+	}
+	at := &adminTokens{}
+	for i, e := range entries {
+		if e.Ring != "" {
+			return nil, fmt.Errorf("entry %d: an admin token has no ring", i+1)
+		}
+		nd, err := parseDigest(i, e)
+		if err != nil {
+			return nil, err
+		}
+		at.tokens = append(at.tokens, nd)
+	}
+	return at, nil
+}
+
+// parseClusterSecret reads a --cluster-secret-file: the secret on its first line, a token by
+// CheckToken's rules.
+func parseClusterSecret(data []byte) (*clusterSecret, error) {
+	s := strings.TrimSpace(string(data))
+	if err := CheckToken(s); err != nil {
+		return nil, fmt.Errorf("cluster secret: %w", err)
+	}
+	return &clusterSecret{secret: s, digest: digestOf(s)}, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// watchedFile is a file the node re-reads every second (Kubernetes updates a mounted Secret in
+// place). A read or parse that fails keeps the last good content and logs one error line per
+// distinct failure; the first load must succeed.
+type watchedFile[T any] struct {
+	what string // the flag
+	path string
+	// parse turns the content into T; its error names what is wrong, the path is added here.
+	parse func([]byte) (*T, error)
+	log   zerolog.Logger
+	// loaded logs a successful (re)load.
+	loaded func(log *zerolog.Event, v *T)
+
+	cur     atomic.Pointer[T]
+	mu      sync.Mutex
+	sum     [sha256.Size]byte
+	lastErr string
+}
+
+func (w *watchedFile[T]) read() ([]byte, error) {
+	f, err := os.Open(w.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxAuthFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxAuthFileBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxAuthFileBytes)
+	}
+	return b, nil
+}
+
+// load reads the file for the first time: its error stops the node from starting.
+func (w *watchedFile[T]) load() error {
+	if err := w.check(); err != nil {
+		return fmt.Errorf("%w: %s %s: %w", ErrBadAuthFile, w.what, w.path, err)
+	}
+	return nil
+}
+
+// check re-reads the file; it changes the content in force only when the file changed and parses.
+func (w *watchedFile[T]) check() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b, err := w.read()
+	var sum [sha256.Size]byte
+	if err == nil {
+		sum = sha256.Sum256(b)
+		if w.cur.Load() != nil && sum == w.sum {
+			w.lastErr = ""
+			return nil
+		}
+	}
+	var v *T
+	if err == nil {
+		v, err = w.parse(b)
+	}
+	if err != nil {
+		if w.cur.Load() != nil && err.Error() != w.lastErr {
+			w.log.Error().Str("flag", w.what).Str("path", w.path).Str("error", err.Error()).
+				Msg("cannot use the changed file: keeping the last good content")
+		}
+		w.lastErr = err.Error()
+		return err
+	}
+	w.sum, w.lastErr = sum, ""
+	first := w.cur.Swap(v) == nil
+	ev := w.log.Info().Str("flag", w.what).Str("path", w.path).Bool("reloaded", !first)
+	if w.loaded != nil {
+		w.loaded(ev, v)
+	}
+	ev.Msg("auth file loaded")
+	return nil
+}
