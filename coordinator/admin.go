@@ -265,7 +265,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.peerURL(addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
 		writeAdminError(w, fmt.Errorf("%w: %w", lease.ErrInternal, err))
 		return
@@ -276,8 +276,14 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 	}
 	req.Header.Set(HeaderForwardedBy, n.cfg.NodeID)
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	resp, err := n.peerHTTPClient(0).Do(req)
+	if mismatch := n.explainPeerHTTP(addr, resp, err); mismatch != nil {
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		writeAdminError(w, fmt.Errorf("%w: leader %s: %w", lease.ErrUnavailable, leaderID, mismatch))
+		return
+	}
 	if err != nil {
 		writeAdminError(w, fmt.Errorf("%w: leader %s at %s did not answer: %w", lease.ErrUnavailable, leaderID, addr, err))
 		return

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"sync"
 	"time"
@@ -20,10 +22,18 @@ import (
 // connection by closing its net.Conn: rsocket-go then tears the socket down from its own read loop,
 // after that loop stopped dispatching frames. Closing the rsocket socket from another goroutine
 // races with frames being dispatched to the streams it disposes.
+//
+// With tls set, every connection is TLS over the silence connection (serverTLSConn): the
+// handshake's reads wait the silence timeout at most each and the handshake as a whole
+// tlsHandshakeTimeout, closeRemote still closes the TCP connection, and the verified client
+// certificates stay reachable by remote address (peerCertificates).
 type silenceListener struct {
 	net.Listener
 	silence time.Duration
 	write   time.Duration
+	tls     *tls.Config
+	// tlsFailed, if set, is told why a handshake failed.
+	tlsFailed func(remote net.Addr, err error)
 
 	mu    sync.Mutex
 	conns map[string]*silenceConn
@@ -39,10 +49,26 @@ func (l *silenceListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	sc := &silenceConn{Conn: c, silence: l.silence, write: l.write, owner: l}
+	var out net.Conn = sc
+	if l.tls != nil {
+		sc.tls = &serverTLSConn{raw: sc, cfg: l.tls, plain: answerPlainRSocket, failed: l.tlsFailed}
+		out = sc.tls
+	}
 	l.mu.Lock()
 	l.conns[c.RemoteAddr().String()] = sc
 	l.mu.Unlock()
-	return sc, nil
+	return out, nil
+}
+
+// peerCertificates returns the verified client certificates of the TLS connection from remote.
+func (l *silenceListener) peerCertificates(remote string) []*x509.Certificate {
+	l.mu.Lock()
+	c := l.conns[remote]
+	l.mu.Unlock()
+	if c == nil || c.tls == nil {
+		return nil
+	}
+	return c.tls.peerCertificates()
 }
 
 // closeRemote closes the connection from remote; false if there is none.
@@ -62,6 +88,7 @@ type silenceConn struct {
 	silence time.Duration
 	write   time.Duration
 	owner   *silenceListener
+	tls     *serverTLSConn // the TLS connection over this one, if the port speaks TLS
 
 	closeOnce sync.Once
 	closeErr  error

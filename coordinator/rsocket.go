@@ -67,6 +67,10 @@ func (n *Node) accept(_ context.Context, setup payload.SetupPayload, sock rsocke
 		n.log.Info().Err(err).Msg("SETUP refused")
 		return nil, wireFailure(err)
 	}
+	if err := n.checkWorkerCertificate(sock, s); err != nil {
+		n.log.Info().Err(err).Str("worker_id", s.WorkerID).Msg("SETUP refused")
+		return nil, wireFailure(err)
+	}
 	c := &workerConn{
 		id: n.conns.nextID.Add(1), setup: s, member: newMemberID(s), socket: sock,
 		streams: map[*leaseStream]struct{}{},
