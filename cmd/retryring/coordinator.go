@@ -17,6 +17,7 @@ func newCoordinatorCommand() *cobra.Command {
 	var peers string
 	var lf logFlags
 	var noSync bool
+	var tf coordinatorTLSFlags
 	cmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Run one coordinator node (a Raft voter serving leases to workers over RSocket)",
@@ -37,6 +38,7 @@ leadership to another voter before it stops.`,
 			cfg.Logger = log
 			routeRSocketLogs(log)
 			cfg.NoSync = noSync
+			cfg.TLS = tf.config()
 			node, err := coordinator.New(cfg)
 			if err != nil {
 				return err
@@ -69,6 +71,7 @@ leadership to another voter before it stops.`,
 	fs.DurationVar(&cfg.ElectionTimeout, "raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
 	fs.DurationVar(&cfg.LeaderLeaseTimeout, "raft-leader-lease-timeout", 250*time.Millisecond, "Raft leader lease timeout; also bounds lease sends after a quorum check")
 	fs.BoolVar(&noSync, "unsafe-no-sync", false, "skip fsync of the Raft log (tests only: a crash may lose acknowledged entries)")
+	tf.register(fs)
 	lf.register(fs)
 	annotateEnv(cmd)
 	return cmd
