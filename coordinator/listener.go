@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,8 +25,8 @@ import (
 // races with frames being dispatched to the streams it disposes.
 //
 // With tls set, every connection is TLS over the silence connection (serverTLSConn): the
-// handshake's reads wait the silence timeout at most each and the handshake as a whole
-// tlsHandshakeTimeout, closeRemote still closes the TCP connection, and the verified client
+// handshake, from the first byte on, is bounded as a whole by tlsHandshakeTimeout instead of the
+// silence timeout per read (handshakeUntil), closeRemote still closes the TCP connection, and the verified client
 // certificates stay reachable by remote address (peerCertificates).
 type silenceListener struct {
 	net.Listener
@@ -89,13 +90,23 @@ type silenceConn struct {
 	write   time.Duration
 	owner   *silenceListener
 	tls     *serverTLSConn // the TLS connection over this one, if the port speaks TLS
+	// handshakeUntil, while set (Unix ns), is the read deadline instead of the silence timeout:
+	// during a TLS handshake the client computes between its flights, and hundreds of workers
+	// reconnecting at once after a failover made some take longer than the silence timeout (they
+	// were cut off and backed off, and lost their leases). tlsHandshakeTimeout bounds the whole
+	// handshake instead.
+	handshakeUntil atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 func (c *silenceConn) Read(b []byte) (int, error) {
-	if err := c.Conn.SetReadDeadline(time.Now().Add(c.silence)); err != nil {
+	deadline := time.Now().Add(c.silence)
+	if until := c.handshakeUntil.Load(); until != 0 {
+		deadline = time.Unix(0, until)
+	}
+	if err := c.Conn.SetReadDeadline(deadline); err != nil {
 		return 0, err
 	}
 	return c.Conn.Read(b)
@@ -110,6 +121,15 @@ func (c *silenceConn) Write(b []byte) (int, error) {
 		_ = c.Close()
 	}
 	return n, err
+}
+
+// setHandshakeDeadline makes t the read deadline until it is called with the zero time.
+func (c *silenceConn) setHandshakeDeadline(t time.Time) {
+	if t.IsZero() {
+		c.handshakeUntil.Store(0)
+		return
+	}
+	c.handshakeUntil.Store(t.UnixNano())
 }
 
 // SetReadDeadline, SetWriteDeadline and SetDeadline ignore rsocket-go's 90 s deadlines: Read and

@@ -47,9 +47,9 @@ type TLS struct {
 // A certificate may carry several; the prefix after the last colon may be empty (any id).
 const WorkerIDPrefixURI = "urn:retryring:worker-id-prefix:"
 
-// tlsHandshakeTimeout bounds a whole server-side TLS handshake (RSocket and Raft): a client that
-// starts one and stalls cannot hold a connection longer. Each read within it is also bounded by
-// the silence timeout on the RSocket port.
+// tlsHandshakeTimeout bounds a whole server-side TLS handshake (RSocket and Raft), from the
+// connection's first byte: a client that sends nothing, stalls or trickles bytes cannot hold a
+// connection longer.
 const tlsHandshakeTimeout = 3 * time.Second
 
 func (t TLS) validate() error {
@@ -146,7 +146,7 @@ func newTLSSetup(t TLS) (*tlsSetup, error) {
 type serverTLSConn struct {
 	raw   net.Conn
 	cfg   *tls.Config
-	plain func(raw net.Conn, first byte) error
+	plain func(raw net.Conn, first byte)
 	// failed, if set, is told why a handshake failed.
 	failed func(remote net.Addr, err error)
 
@@ -173,27 +173,29 @@ func (c *serverTLSConn) handshake() error {
 }
 
 func (c *serverTLSConn) doHandshake() error {
-	deadline := time.Now().Add(tlsHandshakeTimeout)
-	_ = c.raw.SetDeadline(deadline) // a no-op on the RSocket port, where every read waits the silence timeout at most
+	// One bound for everything before the handshake is done, the plain answer included: a client
+	// that trickles bytes cannot stretch it. On the RSocket port the reads wait for it rather than
+	// the silence timeout (silenceConn.handshakeUntil).
+	timer := time.AfterFunc(tlsHandshakeTimeout, func() { _ = c.raw.Close() })
+	defer timer.Stop()
+	if d, ok := c.raw.(interface{ setHandshakeDeadline(time.Time) }); ok {
+		d.setHandshakeDeadline(time.Now().Add(tlsHandshakeTimeout))
+		defer d.setHandshakeDeadline(time.Time{})
+	}
 	var first [1]byte
 	if _, err := io.ReadFull(c.raw, first[:]); err != nil {
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
 	if first[0] != tlsRecordHandshake {
 		if c.plain != nil {
-			if err := c.plain(c.raw, first[0]); err != nil {
-				return err
-			}
+			c.plain(c.raw, first[0])
 		}
 		return fmt.Errorf("%w: the client did not start a TLS handshake (first byte %#02x)", errPlainClient, first[0])
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
 	tc := tls.Server(&prefixConn{Conn: c.raw, prefix: first[:]}, c.cfg)
-	if err := tc.HandshakeContext(ctx); err != nil {
+	if err := tc.HandshakeContext(context.Background()); err != nil {
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
-	_ = c.raw.SetDeadline(time.Time{})
 	c.mu.Lock()
 	c.tls = tc
 	c.mu.Unlock()
@@ -274,22 +276,21 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 // frame length whose first byte is 0 for any SETUP below 64 KiB; anything else is just closed.
 // The client's frame is read first: closing with unread data would reset the connection and could
 // discard the answer before the client reads it.
-func answerPlainRSocket(raw net.Conn, first byte) error {
+func answerPlainRSocket(raw net.Conn, first byte) {
 	if first != 0 {
-		return nil
+		return
 	}
 	var lenLow [2]byte
 	if _, err := io.ReadFull(raw, lenLow[:]); err != nil {
-		return nil
+		return
 	}
 	if _, err := io.CopyN(io.Discard, raw, int64(lenLow[0])<<8|int64(lenLow[1])); err != nil {
-		return nil
+		return
 	}
 	body := []byte(fmt.Sprintf(`{"error":%q,"message":"this coordinator's RSocket port requires TLS: give the worker --coordinator-ca (and --coordinator-cert and --coordinator-key if the coordinator requires client certificates)"}`, lease.CodeBadSetup))
 	_, _ = raw.Write(rejectedSetupFrame(body))
 	// Wait for the client to close after reading the answer (or the handshake deadline).
 	_, _ = io.CopyN(io.Discard, raw, 64<<10)
-	return nil
 }
 
 // rejectedSetupFrame is an RSocket ERROR frame on stream 0 with code REJECTED_SETUP, with the
