@@ -35,6 +35,8 @@ type silenceListener struct {
 	tls     *tls.Config
 	// tlsFailed, if set, is told why a handshake failed.
 	tlsFailed func(remote net.Addr, err error)
+	// tlsSlots bounds the handshakes under way at once.
+	tlsSlots chan struct{}
 
 	mu    sync.Mutex
 	conns map[string]*silenceConn
@@ -52,7 +54,7 @@ func (l *silenceListener) Accept() (net.Conn, error) {
 	sc := &silenceConn{Conn: c, silence: l.silence, write: l.write, owner: l}
 	var out net.Conn = sc
 	if l.tls != nil {
-		sc.tls = &serverTLSConn{raw: sc, cfg: l.tls, plain: answerPlainRSocket, failed: l.tlsFailed}
+		sc.tls = &serverTLSConn{raw: sc, cfg: l.tls, plain: answerPlainRSocket, failed: l.tlsFailed, slots: l.tlsSlots}
 		out = sc.tls
 	}
 	l.mu.Lock()

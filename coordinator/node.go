@@ -141,6 +141,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.httpAddr = orDefault(n.cfg.HTTPAdvertise, httpLn.Addr().String())
 	n.rsListener = newSilenceListener(rsLn, n.cfg.SilenceTimeout, n.cfg.WriteTimeout)
 	n.rsListener.tls, n.rsListener.tlsFailed = n.tls.rsocket, n.rsocketHandshakeFailed
+	n.rsListener.tlsSlots = make(chan struct{}, maxConcurrentHandshakes)
 
 	parts, err := n.startRaft(raftLn)
 	if err != nil {

@@ -149,12 +149,23 @@ type serverTLSConn struct {
 	plain func(raw net.Conn, first byte)
 	// failed, if set, is told why a handshake failed.
 	failed func(remote net.Addr, err error)
+	// slots, if set, bounds the handshakes under way at once (see maxConcurrentHandshakes).
+	slots chan struct{}
 
 	once sync.Once
 	err  error
 	mu   sync.Mutex
 	tls  *tls.Conn // set once the handshake succeeded
 }
+
+// maxConcurrentHandshakes bounds the TLS handshakes a coordinator runs at once on its RSocket
+// port. A handshake costs about half a millisecond of CPU on each side; after a failover every
+// worker reconnects at once (twice, when it lands on a follower first), and with a few hundred
+// handshakes runnable together the Go scheduler queued the new leader's Raft heartbeats behind
+// them, past the leader lease: it stepped down, and the election that followed cost workers their
+// leases. Bounded, the handshakes queue instead of the heartbeats. A slot is held while the
+// handshake waits for the client too, hence well above the core count.
+const maxConcurrentHandshakes = 32
 
 // tlsRecordHandshake is the first byte of every TLS ClientHello.
 const tlsRecordHandshake = 0x16
@@ -176,7 +187,11 @@ func (c *serverTLSConn) doHandshake() error {
 	// One bound for everything before the handshake is done, the plain answer included: a client
 	// that trickles bytes cannot stretch it. On the RSocket port the reads wait for it rather than
 	// the silence timeout (silenceConn.handshakeUntil).
-	timer := time.AfterFunc(tlsHandshakeTimeout, func() { _ = c.raw.Close() })
+	expired := make(chan struct{})
+	timer := time.AfterFunc(tlsHandshakeTimeout, func() {
+		close(expired)
+		_ = c.raw.Close()
+	})
 	defer timer.Stop()
 	if d, ok := c.raw.(interface{ setHandshakeDeadline(time.Time) }); ok {
 		d.setHandshakeDeadline(time.Now().Add(tlsHandshakeTimeout))
@@ -191,6 +206,14 @@ func (c *serverTLSConn) doHandshake() error {
 			c.plain(c.raw, first[0])
 		}
 		return fmt.Errorf("%w: the client did not start a TLS handshake (first byte %#02x)", errPlainClient, first[0])
+	}
+	if c.slots != nil {
+		select {
+		case c.slots <- struct{}{}:
+			defer func() { <-c.slots }()
+		case <-expired:
+			return fmt.Errorf("TLS handshake: no handshake slot within %v (%d handshakes under way)", tlsHandshakeTimeout, cap(c.slots))
+		}
 	}
 	tc := tls.Server(&prefixConn{Conn: c.raw, prefix: first[:]}, c.cfg)
 	if err := tc.HandshakeContext(context.Background()); err != nil {
