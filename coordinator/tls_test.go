@@ -485,3 +485,11 @@ func TestBadTLSConfigIsOneClearError(t *testing.T) {
 		}
 	}
 }
+
+func TestTLSWorkerAgainstAPlainCoordinatorSaysSo(t *testing.T) {
+	p := newPKI(t)
+	c := newCluster(t, 1, nil)
+	leader := c.leader()
+	w := startTLSClient(t, "orders-1", p.workerTLS(t, nil), []string{leader.RSocketAddr()})
+	w.refusal(t, "is TLS on at the coordinator")
+}
