@@ -31,7 +31,7 @@ type silenceConn struct {
 	net.Conn
 	timeout    time.Duration
 	readFailed func()
-	// tls: the connection is TLS; its first failed Read is kept (tlsReadErr), because rsocket-go
+	// tls: the connection is TLS; its first failed Read is kept (tlsAlert), because rsocket-go
 	// drops it and a TLS alert there is the only word of why the coordinator refused us.
 	tls     bool
 	readErr atomic.Pointer[error]
