@@ -174,6 +174,21 @@ func TestTLSClusterServesLeasesAndSurvivesLeaderKill(t *testing.T) {
 	if _, ok := w.Guard().Current(); !ok {
 		t.Fatal("the worker holds no lease after the failover")
 	}
+
+	// An admin call to a follower reaches the leader over https (the follower presents its Raft
+	// certificate), and the caller reaches the follower over https.
+	follower := c.followers(next)[0]
+	caller := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.raftCA.Pool()}}}
+	resp, err := caller.Post("https://"+follower.HTTPAddr()+ringPath(testRing, ActionPause), "application/json", strings.NewReader(`{"reason":"tls"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer ControlsAnswer
+	err = json.NewDecoder(resp.Body).Decode(&answer)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || answer.LeaderID != next.cfg.NodeID || !answer.Controls.Paused {
+		t.Fatalf("pause through follower %s over https: %d %+v %v", follower.cfg.NodeID, resp.StatusCode, answer, err)
+	}
 }
 
 func TestTLSRefusesBadClientsWithOneClearError(t *testing.T) {
