@@ -266,7 +266,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.peerURL(addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
 		writeAdminError(w, fmt.Errorf("%w: %w", lease.ErrInternal, err))
 		return
@@ -280,8 +280,14 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 	// This node checked the call at its own edge; a forwarded /v1/internal/ call (a join asked of a
 	// follower) reaches the leader as this coordinator's.
 	n.signInternal(req)
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
+	resp, err := n.peerHTTPClient(0).Do(req)
+	if mismatch := n.explainPeerHTTP(addr, resp, err); mismatch != nil {
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		writeAdminError(w, fmt.Errorf("%w: leader %s: %w", lease.ErrUnavailable, leaderID, mismatch))
+		return
+	}
 	if err != nil {
 		writeAdminError(w, fmt.Errorf("%w: leader %s at %s did not answer: %w", lease.ErrUnavailable, leaderID, addr, err))
 		return

@@ -158,6 +158,9 @@ func (n *Node) admitSetup(s *lease.Setup, sock rsocket.CloseableRSocket) (admiss
 	remote, _ := rsocket.GetAddr(sock)
 	adm, err := n.auth.workerToken(*s)
 	s.Token = ""
+	if err == nil {
+		err = n.checkWorkerCertificate(sock, *s)
+	}
 	if err != nil {
 		n.metrics.refused(refusedUnauthorized)
 		n.limits.refusedConn(remote)

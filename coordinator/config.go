@@ -101,6 +101,10 @@ type Config struct {
 	// not dialable when binding to all interfaces (":7878"): set them then.
 	RSocketAdvertise string
 	HTTPAdvertise    string
+	// TLS configures TLS on the RSocket, admin HTTP and Raft listeners and between coordinators
+	// (tls.go). The zero value is plain TCP everywhere.
+	TLS TLS
+
 	// RaftDial, when set, dials the other voters (a test can cut this node's outbound Raft
 	// traffic). Default: a plain TCP dial.
 	RaftDial func(ctx context.Context, addr string) (net.Conn, error)
@@ -240,6 +244,9 @@ func (c Config) Validate() error {
 	}
 	if !self {
 		return fmt.Errorf("%w: node id %q is not in peers", ErrBadConfig, c.NodeID)
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
 	}
 	for name, d := range map[string]time.Duration{
 		"silence timeout": c.SilenceTimeout, "write timeout": c.WriteTimeout,

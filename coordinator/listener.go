@@ -1,8 +1,11 @@
 package coordinator
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,10 +23,20 @@ import (
 // connection by closing its net.Conn: rsocket-go then tears the socket down from its own read loop,
 // after that loop stopped dispatching frames. Closing the rsocket socket from another goroutine
 // races with frames being dispatched to the streams it disposes.
+//
+// With tls set, every connection is TLS over the silence connection (serverTLSConn): the
+// handshake, from the first byte on, is bounded as a whole by tlsHandshakeTimeout instead of the
+// silence timeout per read (handshakeUntil), closeRemote still closes the TCP connection, and the verified client
+// certificates stay reachable by remote address (peerCertificates).
 type silenceListener struct {
 	net.Listener
 	silence time.Duration
 	write   time.Duration
+	tls     *tls.Config
+	// tlsFailed, if set, is told why a handshake failed.
+	tlsFailed func(remote net.Addr, err error)
+	// tlsSlots bounds the handshakes under way at once.
+	tlsSlots chan struct{}
 
 	mu    sync.Mutex
 	conns map[string]*silenceConn
@@ -39,10 +52,26 @@ func (l *silenceListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	sc := &silenceConn{Conn: c, silence: l.silence, write: l.write, owner: l}
+	var out net.Conn = sc
+	if l.tls != nil {
+		sc.tls = &serverTLSConn{raw: sc, cfg: l.tls, plain: answerPlainRSocket, failed: l.tlsFailed, slots: l.tlsSlots}
+		out = sc.tls
+	}
 	l.mu.Lock()
 	l.conns[c.RemoteAddr().String()] = sc
 	l.mu.Unlock()
-	return sc, nil
+	return out, nil
+}
+
+// peerCertificates returns the verified client certificates of the TLS connection from remote.
+func (l *silenceListener) peerCertificates(remote string) []*x509.Certificate {
+	l.mu.Lock()
+	c := l.conns[remote]
+	l.mu.Unlock()
+	if c == nil || c.tls == nil {
+		return nil
+	}
+	return c.tls.peerCertificates()
 }
 
 // closeRemote closes the connection from remote; false if there is none.
@@ -62,13 +91,24 @@ type silenceConn struct {
 	silence time.Duration
 	write   time.Duration
 	owner   *silenceListener
+	tls     *serverTLSConn // the TLS connection over this one, if the port speaks TLS
+	// handshakeUntil, while set (Unix ns), is the read deadline instead of the silence timeout:
+	// during a TLS handshake the client computes between its flights, and hundreds of workers
+	// reconnecting at once after a failover made some take longer than the silence timeout (they
+	// were cut off and backed off, and lost their leases). tlsHandshakeTimeout bounds the whole
+	// handshake instead.
+	handshakeUntil atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 func (c *silenceConn) Read(b []byte) (int, error) {
-	if err := c.Conn.SetReadDeadline(time.Now().Add(c.silence)); err != nil {
+	deadline := time.Now().Add(c.silence)
+	if until := c.handshakeUntil.Load(); until != 0 {
+		deadline = time.Unix(0, until)
+	}
+	if err := c.Conn.SetReadDeadline(deadline); err != nil {
 		return 0, err
 	}
 	return c.Conn.Read(b)
@@ -83,6 +123,15 @@ func (c *silenceConn) Write(b []byte) (int, error) {
 		_ = c.Close()
 	}
 	return n, err
+}
+
+// setHandshakeDeadline makes t the read deadline until it is called with the zero time.
+func (c *silenceConn) setHandshakeDeadline(t time.Time) {
+	if t.IsZero() {
+		c.handshakeUntil.Store(0)
+		return
+	}
+	c.handshakeUntil.Store(t.UnixNano())
 }
 
 // SetReadDeadline, SetWriteDeadline and SetDeadline ignore rsocket-go's 90 s deadlines: Read and

@@ -206,7 +206,7 @@ func configErr(err error) error {
 // each given coordinator in turn to add it (a follower forwards to the leader). Such a node never
 // bootstraps (startRaft), so until then it neither votes nor stands for election.
 func (n *Node) joinLoop() {
-	client := &http.Client{Timeout: peerChangeTimeout + 2*time.Second}
+	client := n.peerHTTPClient(peerChangeTimeout + 2*time.Second)
 	body, _ := json.Marshal(PeerRequest{ID: n.cfg.NodeID, RaftAddr: n.raftAddr})
 	for i := 0; ; i++ {
 		if n.inConfiguration(n.cfg.NodeID) {
@@ -237,7 +237,7 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte) error {
 		case <-ctx.Done():
 		}
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, adminURL(addr, PathJoin), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.adminURL(addr, PathJoin), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -264,10 +264,11 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte) error {
 	return nil
 }
 
-// adminURL is the URL of path on a coordinator's admin HTTP address (host:port, or a URL).
-func adminURL(addr, path string) string {
+// adminURL is the URL of path on a coordinator's admin HTTP address (host:port, or a URL); a bare
+// address gets the scheme the coordinators speak among themselves (peerScheme).
+func (n *Node) adminURL(addr, path string) string {
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		addr = n.peerScheme() + "://" + addr
 	}
 	return strings.TrimRight(addr, "/") + path
 }

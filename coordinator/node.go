@@ -34,6 +34,8 @@ type Node struct {
 	metrics *nodeMetrics
 	auth    *authenticator // set by Start
 	limits  *limits
+	tls     *tlsSetup // TLS of the listeners and of Raft (tls.go)
+	tlsLog  tlsLogs
 
 	// Set by Start, read-only afterwards.
 	raft        *raft.Raft
@@ -66,7 +68,12 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
+	tlsSetup, err := newTLSSetup(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
 	n := &Node{
+		tls:          tlsSetup,
 		cfg:          cfg,
 		nodeLog:      cfg.Logger.With().Str("node_id", cfg.NodeID).Logger(),
 		clock:        cfg.Clock,
@@ -142,6 +149,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.rsocketAddr = orDefault(n.cfg.RSocketAdvertise, rsLn.Addr().String())
 	n.httpAddr = orDefault(n.cfg.HTTPAdvertise, httpLn.Addr().String())
 	n.rsListener = newSilenceListener(n.limits.listener(rsLn), n.cfg.SilenceTimeout, n.cfg.WriteTimeout)
+	n.rsListener.tls, n.rsListener.tlsFailed = n.tls.rsocket, n.rsocketHandshakeFailed
+	n.rsListener.tlsSlots = make(chan struct{}, maxConcurrentHandshakes)
 
 	parts, err := n.startRaft(raftLn)
 	if err != nil {
@@ -152,6 +161,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	serveCtx, cancel := context.WithCancel(context.Background())
 	n.serveCancel = cancel
 	n.httpServer = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	httpLn = n.adminTLS(n.httpServer, httpLn)
 
 	n.spawn(func() { n.serveRSocket(serveCtx) })
 	n.spawn(func() {
@@ -248,6 +258,9 @@ func (n *Node) shutdown(graceful bool) error {
 		errs = append(errs, n.parts.transport.Close())
 	}
 	errs = append(errs, n.parts.close())
+	if n.tls.peerTransport != nil {
+		n.tls.peerTransport.CloseIdleConnections()
+	}
 	if t != nil {
 		t.wg.Wait() // its Raft calls returned when Raft shut down
 	}

@@ -100,6 +100,7 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 		var d net.Dialer
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
+	ln, dial = n.raftTLS(ln, dial)
 	parts.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &streamLayer{Listener: ln, advertise: advertiseAddr(n.raftAddr), dial: dial},
 		MaxPool: 3,

@@ -26,7 +26,7 @@ const (
 // registration; a follower posts its registration to the leader's /v1/internal/register, learning
 // the leader's HTTP address from the state (the leader registers first), until it sees itself.
 func (n *Node) registerLoop() {
-	client := &http.Client{Timeout: 2 * time.Second}
+	client := n.peerHTTPClient(2 * time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -101,13 +101,16 @@ func (n *Node) registerOnce(ctx context.Context, client *http.Client) bool {
 		return false
 	}
 	body, _ := json.Marshal(want)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leaderHTTP+PathRegister, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.peerURL(leaderHTTP, PathRegister), bytes.NewReader(body))
 	if err != nil {
 		return false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	n.signInternal(req)
 	resp, err := client.Do(req)
+	if mismatch := n.explainPeerHTTP(leaderHTTP, resp, err); mismatch != nil {
+		n.tlsLog.peer.log(n.log, "registration with the leader failed", mismatch)
+	}
 	if err != nil {
 		n.log.Debug().Err(err).Str("leader_http_addr", leaderHTTP).Msg("registration with the leader failed")
 		return false

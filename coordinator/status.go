@@ -209,17 +209,16 @@ func (n *Node) peerHTTPAddr(id string) string {
 }
 
 // peerStatus asks the coordinator at addr for its own status (GET /v1/status?local=1). It goes
-// through the same client as forwarded admin calls (peerClient), so it speaks whatever the
+// through the same client as forwarded admin calls (peerHTTPClient), so it speaks whatever the
 // coordinators speak among themselves.
 func (n *Node) peerStatus(ctx context.Context, addr string) (NodeStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
-	client, scheme := n.peerClient()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+PathStatus+"?local=1", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.peerURL(addr, PathStatus+"?local=1"), nil)
 	if err != nil {
 		return NodeStatus{}, err
 	}
-	resp, err := client.Do(req)
+	resp, err := n.peerHTTPClient(0).Do(req)
 	if err != nil {
 		return NodeStatus{}, err
 	}
@@ -236,12 +235,6 @@ func (n *Node) peerStatus(ctx context.Context, addr string) (NodeStatus, error) 
 		return NodeStatus{}, fmt.Errorf("answered something that is not a node status: %w", err)
 	}
 	return st, nil
-}
-
-// peerClient is the HTTP client and scheme of calls from one coordinator to another. Plain HTTP
-// until the coordinators' TLS is configured (the TLS part of issue 10 replaces this one function).
-func (n *Node) peerClient() (*http.Client, string) {
-	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, "http"
 }
 
 // serveStepDown hands the lead over (POST /v1/leader/step-down). A follower forwards the call to

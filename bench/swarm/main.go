@@ -26,6 +26,8 @@ import (
 type timingSpec struct {
 	name         string
 	ttl, renewal time.Duration
+	// tls: the run has TLS everywhere (benchTLS); its name ends in "+tls".
+	tls bool
 }
 
 type options struct {
@@ -47,12 +49,13 @@ type options struct {
 
 func main() {
 	var o options
-	var workers, timings, oldTiming, newTiming, coordArgs string
+	var workers, timings, oldTiming, newTiming, coordArgs, tlsModes string
 	fs := flag.NewFlagSet("swarm", flag.ExitOnError)
 	fs.StringVar(&workers, "workers", "200,1000", "swarm sizes to run, comma-separated (rings = workers / 10)")
 	fs.StringVar(&timings, "timing", "old,new", "lease timings to run, comma-separated: old, new")
 	fs.StringVar(&oldTiming, "old-timing", "3s/1s", "the old timing, TTL/renewal (--lease-ttl, --lease-renewal)")
 	fs.StringVar(&newTiming, "new-timing", "10s/2s", "the new timing, TTL/renewal (the coordinator's defaults)")
+	fs.StringVar(&tlsModes, "tls", "off", "TLS modes to run each timing in, comma-separated: off (plain TCP), on (TLS on RSocket, admin HTTP and Raft, mutual for workers and coordinators)")
 	fs.StringVar(&o.binary, "binary", "", "retryring binary to run as coordinators (default: build ./cmd/retryring of this module); give an older build for a baseline")
 	fs.StringVar(&coordArgs, "coordinator-args", "", "extra flags for every coordinator, space-separated")
 	fs.DurationVar(&o.steady, "steady", 30*time.Second, "steady renewals measured before the leader kill")
@@ -83,7 +86,18 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		o.timings = append(o.timings, ts)
+		for _, mode := range strings.Split(tlsModes, ",") {
+			switch strings.TrimSpace(mode) {
+			case "off":
+				o.timings = append(o.timings, ts)
+			case "on":
+				on := ts
+				on.name, on.tls = ts.name+"+tls", true
+				o.timings = append(o.timings, on)
+			default:
+				fail(fmt.Errorf("-tls: unknown %q (off, on)", mode))
+			}
+		}
 	}
 	o.coordArgs = strings.Fields(coordArgs)
 	if o.steady <= 0 || o.settleBound <= 0 || o.renewBound <= 0 || o.poll <= 0 {

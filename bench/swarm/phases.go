@@ -11,6 +11,7 @@ import (
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/internal/swarm"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/worker/leaseclient"
 )
 
 const (
@@ -82,11 +83,23 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 		return err
 	}
 	defer g.Close()
+	coordArgs := o.coordArgs
+	var bt *benchTLS
+	if r.timing.tls {
+		if bt, err = newBenchTLS(dir); err != nil {
+			return err
+		}
+		coordArgs = append(append([]string(nil), coordArgs...), bt.coordArgs...)
+	}
 	sctx, cancel := context.WithTimeout(ctx, startBound)
-	c, err := proc.StartCluster(sctx, g, proc.Options{
+	opts := proc.Options{
 		Binary: o.binary, Workers: -1, LeaseTTL: r.timing.ttl, LeaseRenewal: r.timing.renewal,
-		CoordinatorArgs: o.coordArgs, ViewTimeout: viewTimeout,
-	})
+		CoordinatorArgs: coordArgs, ViewTimeout: viewTimeout,
+	}
+	if bt != nil {
+		opts.AdminTLS = bt.admin
+	}
+	c, err := proc.StartCluster(sctx, g, opts)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("starting the coordinators: %w", err)
@@ -98,7 +111,11 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 		return err
 	}
 	defer logs.Close()
-	s, err := swarm.New(swarm.Config{Workers: r.workers, Rings: r.rings, Coordinators: strings.Split(c.RSocketAddrs(), ","), LogWriter: logs})
+	sc := swarm.Config{Workers: r.workers, Rings: r.rings, Coordinators: strings.Split(c.RSocketAddrs(), ","), LogWriter: logs}
+	if bt != nil {
+		sc.Client = func(cfg *leaseclient.Config) { cfg.TLS = bt.client }
+	}
+	s, err := swarm.New(sc)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ func newCoordinatorCommand() *cobra.Command {
 	var peers, join string
 	var lf logFlags
 	var noSync bool
+	var tf coordinatorTLSFlags
 	cmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Run one coordinator node (a Raft voter serving leases to workers over RSocket)",
@@ -40,6 +41,7 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 			cfg.Logger = log
 			routeRSocketLogs(log)
 			cfg.NoSync = noSync
+			cfg.TLS = tf.config()
 			node, err := coordinator.New(cfg)
 			if err != nil {
 				return err
@@ -80,6 +82,7 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 	fs.Float64Var(&cfg.MaxSetupsPerSecond, "max-setups-per-second", 0, "admitted SETUPs per second at most, with a burst of one second's worth; more are answered busy (0: no cap)")
 	fs.IntVar(&cfg.MaxStreamsPerRing, "max-streams-per-ring", 0, "lease streams per ring at most on this node; more are answered busy (0: no cap)")
 	fs.BoolVar(&noSync, "unsafe-no-sync", false, "skip fsync of the Raft log (tests only: a crash may lose acknowledged entries)")
+	tf.register(fs)
 	lf.register(fs)
 	annotateEnv(cmd)
 	return cmd

@@ -28,6 +28,7 @@ type workerOptions struct {
 	cf           cassandraFlags
 	ring         ringFlags
 	lf           logFlags
+	tf           workerTLSFlags
 	workerID     string
 	coordinators string
 	executorURL  string
@@ -59,6 +60,7 @@ On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish with
 	}
 	fs := cmd.Flags()
 	o.cf.register(fs)
+	o.tf.register(fs)
 	o.ring.register(fs)
 	o.lf.register(fs)
 	fs.StringVar(&o.workerID, "worker-id", defaultWorkerID(), "this worker's id in its ring (stable across restarts)")
@@ -113,6 +115,10 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err != nil {
 		return err
 	}
+	coordinatorTLS, err := o.tf.config()
+	if err != nil {
+		return err
+	}
 
 	session, err := o.cf.connect(ctx)
 	if err != nil {
@@ -134,7 +140,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	var scanner *worker.Scanner // built after the client, whose guard it checks; Drain needs it
 	client, err := leaseclient.New(leaseclient.Config{
 		WorkerID: o.workerID, Ring: ring, Coordinators: splitList(o.coordinators),
-		Token: token, Logger: parent,
+		Token: token, TLS: coordinatorTLS, Logger: parent,
 		Drain: func(ctx context.Context, old, next lease.Lease) error {
 			return scanner.Drain(ctx, old, next)
 		},

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -62,6 +63,9 @@ type Options struct {
 	LeaseRenewal time.Duration
 	// LogLevel is passed to coordinators and workers as --log-level when not "".
 	LogLevel string
+	// AdminTLS, when set, is the client configuration of the coordinators' admin ports, which
+	// then speak TLS (their --tls-cert is among CoordinatorArgs): every poll goes over https.
+	AdminTLS *tls.Config
 	// CoordinatorArgs and WorkerArgs are appended to every coordinator's and worker's flags.
 	CoordinatorArgs []string
 	WorkerArgs      []string
@@ -236,6 +240,9 @@ func (c *Cluster) startCoordinators(ctx context.Context) error {
 // each answers /healthz, a leader is known and every one is ready (has applied the leader's log).
 func (c *Cluster) launchCoordinators(ctx context.Context) error {
 	n := c.opts.Coordinators
+	if c.opts.AdminTLS != nil {
+		setAdminTLS(c.opts.AdminTLS)
+	}
 	cos := make([]*Coordinator, n)
 	peers := make([]string, n)
 	dataRoot := filepath.Join(c.Group.Dir(), "data")
@@ -243,7 +250,7 @@ func (c *Cluster) launchCoordinators(ctx context.Context) error {
 		return fmt.Errorf("proc: data dir: %w", err)
 	}
 	for i := range cos {
-		co := &Coordinator{ID: "c" + strconv.Itoa(i+1)}
+		co := &Coordinator{ID: "c" + strconv.Itoa(i+1), https: c.opts.AdminTLS != nil}
 		for _, addr := range []*string{&co.RaftAddr, &co.RSocketAddr, &co.HTTPAddr} {
 			a, err := FreeAddr()
 			if err != nil {

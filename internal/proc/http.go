@@ -2,10 +2,13 @@ package proc
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,6 +17,21 @@ import (
 const httpTimeout = 2 * time.Second
 
 var httpClient = &http.Client{Timeout: httpTimeout}
+
+// httpsClient is the client of https URLs: the coordinators of a cluster started with
+// Options.AdminTLS. One per process, the last one set (a process runs TLS clusters of one PKI).
+var httpsClient atomic.Pointer[http.Client]
+
+func setAdminTLS(cfg *tls.Config) {
+	httpsClient.Store(&http.Client{Timeout: httpTimeout, Transport: &http.Transport{TLSClientConfig: cfg}})
+}
+
+func clientFor(url string) *http.Client {
+	if c := httpsClient.Load(); c != nil && strings.HasPrefix(url, "https://") {
+		return c
+	}
+	return httpClient
+}
 
 // pollEvery is the period of every readiness and state poll.
 const pollEvery = 100 * time.Millisecond
@@ -24,7 +42,7 @@ func get(ctx context.Context, url string) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := clientFor(url).Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

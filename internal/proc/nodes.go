@@ -22,6 +22,8 @@ type Coordinator struct {
 	RSocketAddr string
 	HTTPAddr    string
 	DataDir     string
+	// https: the admin port speaks TLS (Options.AdminTLS).
+	https bool
 }
 
 // Args is the command line that starts c as a voter of a cluster whose voters are peers
@@ -34,7 +36,12 @@ func (c *Coordinator) Args(peers []string) []string {
 }
 
 // URL is the admin HTTP URL of path ("/v1/ring").
-func (c *Coordinator) URL(path string) string { return "http://" + c.HTTPAddr + path }
+func (c *Coordinator) URL(path string) string {
+	if c.https {
+		return "https://" + c.HTTPAddr + path
+	}
+	return "http://" + c.HTTPAddr + path
+}
 
 // View fetches GET /v1/ring.
 func (c *Coordinator) View(ctx context.Context) (coordinator.RingView, error) {

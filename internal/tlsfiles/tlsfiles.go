@@ -99,13 +99,24 @@ func Client(f Files, serverName string, now func() time.Time) (*tls.Config, erro
 	return cfg, nil
 }
 
-// Pool reads a PEM file of one or more CA certificates.
-func Pool(file string) (*x509.CertPool, error) {
+// Pool reads one or more PEM files of CA certificates into one pool (an admin port that verifies
+// both workers' and coordinators' certificates takes two); each file must hold at least one.
+func Pool(files ...string) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	for _, file := range files {
+		if err := AddPEM(pool, file); err != nil {
+			return nil, err
+		}
+	}
+	return pool, nil
+}
+
+// AddPEM adds the CA certificates of a PEM file to pool (at least one).
+func AddPEM(pool *x509.CertPool, file string) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("%w: CA file: %w", ErrBadFile, err)
+		return fmt.Errorf("%w: CA file: %w", ErrBadFile, err)
 	}
-	pool := x509.NewCertPool()
 	n := 0
 	for rest := b; ; {
 		var block *pem.Block
@@ -118,15 +129,15 @@ func Pool(file string) (*x509.CertPool, error) {
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: CA file %s: %w", ErrBadFile, file, err)
+			return fmt.Errorf("%w: CA file %s: %w", ErrBadFile, file, err)
 		}
 		pool.AddCert(c)
 		n++
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("%w: CA file %s holds no PEM certificate", ErrBadFile, file)
+		return fmt.Errorf("%w: CA file %s holds no PEM certificate", ErrBadFile, file)
 	}
-	return pool, nil
+	return nil
 }
 
 // reloadEvery bounds how often the certificate files are looked at.

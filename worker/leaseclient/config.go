@@ -3,6 +3,7 @@ package leaseclient
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -82,6 +83,11 @@ type Config struct {
 	Token string
 	// Coordinators are RSocket addresses (host:port) of any coordinator nodes. Required.
 	Coordinators []string
+	// TLS, when set, makes every connection TLS with this configuration (tlsfiles.Client builds
+	// it from the worker's --coordinator-ca, --coordinator-cert and --coordinator-key). Each dial
+	// verifies the coordinator's certificate under the host name dialled, unless ServerName is
+	// set. Nil: plain TCP.
+	TLS *tls.Config
 	// Clock is the worker's monotonic clock; lease validity is counted on it. Default lease.SystemClock.
 	Clock lease.Clock
 	// GuardMargin is the Guard's margin. Default DefaultGuardMargin.

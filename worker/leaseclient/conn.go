@@ -2,8 +2,14 @@ package leaseclient
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rsocket/rsocket-go/core/transport"
@@ -25,6 +31,10 @@ type silenceConn struct {
 	net.Conn
 	timeout    time.Duration
 	readFailed func()
+	// tls: the connection is TLS; its first failed Read is kept (tlsAlert), because rsocket-go
+	// drops it and a TLS alert there is the only word of why the coordinator refused us.
+	tls     bool
+	readErr atomic.Pointer[error]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -35,6 +45,9 @@ func (c *silenceConn) Read(b []byte) (int, error) {
 		return 0, err
 	}
 	n, err := c.Conn.Read(b)
+	if err != nil && c.tls {
+		c.readErr.CompareAndSwap(nil, &err)
+	}
 	if err != nil && c.readFailed != nil {
 		c.readFailed()
 	}
@@ -67,17 +80,61 @@ func (c *silenceConn) Close() error {
 	return c.closeErr
 }
 
-// tcpTransport dials addr for rsocket-go, wraps the connection in a silenceConn and hands that to
-// dialed before rsocket-go uses it.
-func tcpTransport(addr string, silence time.Duration, dialed func(*silenceConn)) transport.ClientTransporter {
+// tlsAlert returns the TLS alert the coordinator sent before closing the connection, if any: under
+// TLS 1.3 the client's handshake ends before the server has checked the client's certificate, so
+// a refused certificate (unknown CA, expired, none) shows up on the first read, not in the dial.
+func (c *silenceConn) tlsAlert() error {
+	p := c.readErr.Load()
+	if p == nil {
+		return nil
+	}
+	var alert tls.AlertError
+	var op *net.OpError
+	if errors.As(*p, &alert) || (errors.As(*p, &op) && op.Op == "remote error") {
+		return *p
+	}
+	return nil
+}
+
+// tcpTransport dials addr for rsocket-go, runs the TLS handshake when tlsCfg is set, wraps the
+// connection in a silenceConn and hands that to dialed before rsocket-go uses it.
+func tcpTransport(addr string, silence time.Duration, tlsCfg *tls.Config, dialed func(*silenceConn)) transport.ClientTransporter {
 	return func(ctx context.Context) (*transport.Transport, error) {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
-		sc := &silenceConn{Conn: conn, timeout: silence}
+		if tlsCfg != nil {
+			if conn, err = clientHandshake(ctx, conn, tlsCfg, addr); err != nil {
+				return nil, err
+			}
+		}
+		sc := &silenceConn{Conn: conn, timeout: silence, tls: tlsCfg != nil}
 		dialed(sc)
 		return transport.NewTCPClientTransport(sc), nil
 	}
+}
+
+// clientHandshake runs the TLS handshake on conn, verifying the coordinator under the host name of
+// addr unless cfg names one; a failure closes conn and says what went wrong.
+func clientHandshake(ctx context.Context, conn net.Conn, cfg *tls.Config, addr string) (net.Conn, error) {
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		hint := ""
+		if errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection reset") {
+			hint = " (the coordinator closed the connection: is TLS on at the coordinator, --tls-cert?)"
+		} else if strings.Contains(err.Error(), "first record does not look like a TLS handshake") {
+			hint = " (the coordinator answered in plain text: TLS is off at the coordinator)"
+		}
+		return nil, fmt.Errorf("TLS handshake with %s: %w%s", addr, err, hint)
+	}
+	return tc, nil
 }

@@ -14,6 +14,10 @@
 // ReportPeriod and right after each new lease; a report that fails is only logged at debug, and a
 // coordinator that predates the route (unknown_route) gets none on that connection.
 //
+// With Config.TLS every connection is TLS (protocol.md section 1.1), verified under the host name
+// dialled; a refused handshake or certificate is reported with its cause (the TLS alert the
+// coordinator sent, or a hint when the coordinator has TLS off) in the error that ends the session.
+//
 // What it owns: the connection, the demand accounting of the ring.leases stream (exactly one element
 // of demand outstanding, the worker's monotonic send time of each demand), the Guard's contents, and
 // the order "stop using dropped tokens, drain, then ring.release".

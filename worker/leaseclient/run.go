@@ -170,7 +170,7 @@ func (c *Client) runSession(ctx context.Context, addr string) (got bool, err err
 	case <-c.stop:
 		err = nil
 	}
-	return st.gotElement.Load(), err
+	return st.gotElement.Load(), sess.withTLSAlert(err)
 }
 
 // subscribe opens the lease stream. If the connection closes between SETUP and this call,
@@ -212,7 +212,10 @@ func (c *Client) dial(ctx context.Context, addr string) (*session, error) {
 		KeepAlive(c.cfg.Keepalive, c.cfg.KeepaliveLifetime, 1).
 		ConnectTimeout(c.cfg.DialTimeout).
 		OnClose(sess.onClose).
-		Transport(tcpTransport(addr, c.cfg.KeepaliveLifetime, func(sc *silenceConn) { sc.readFailed = sess.readFailed })).
+		Transport(tcpTransport(addr, c.cfg.KeepaliveLifetime, c.cfg.TLS, func(sc *silenceConn) {
+			sc.readFailed = sess.readFailed
+			sess.conn = sc
+		})).
 		Start(rsctx)
 	if !stopDialCancel() {
 		if err == nil {

@@ -124,6 +124,7 @@ func hintedCoordinators(err error) []string {
 type session struct {
 	addr   string
 	sock   rsocket.Client
+	conn   *silenceConn       // set by the transport before SETUP goes out
 	cancel context.CancelFunc // ends the context rsocket-go runs the connection on
 	routes map[string][]byte
 
@@ -190,6 +191,19 @@ func (s *session) err() error {
 		return fmt.Errorf("%w: connection to %s closed", ErrDisconnected, s.addr)
 	}
 	return s.closeErr
+}
+
+// withTLSAlert adds to a lost connection's err the TLS alert the coordinator sent, if any (see
+// silenceConn.tlsAlert): "remote error: tls: unknown certificate authority" says what
+// "connection closed" does not.
+func (s *session) withTLSAlert(err error) error {
+	if err == nil || s.conn == nil || !errors.Is(err, ErrDisconnected) {
+		return err
+	}
+	if alert := s.conn.tlsAlert(); alert != nil {
+		return fmt.Errorf("%w: the coordinator refused the TLS connection: %w", err, alert)
+	}
+	return err
 }
 
 // close closes the connection; rsocket-go then errors every stream and request on it.
