@@ -45,12 +45,3 @@ func mustBuild(b *extension.CompositeMetadataBuilder) []byte {
 	}
 	return md
 }
-
-func FuzzRouteOf(f *testing.F) {
-	f.Add(composite(lease.RouteRelease))
-	f.Add([]byte{0xfe, 0, 0, 9, 1})
-	f.Add([]byte{0x7f})
-	f.Fuzz(func(t *testing.T, md []byte) {
-		_, _ = routeOf(md) // must not panic
-	})
-}

@@ -161,12 +161,34 @@ func readSnapshotAt(r io.Reader, v int) (*State, error) {
 	if st.Rings == nil {
 		st.Rings = map[string]*Ring{}
 	}
-	for _, r := range st.Rings {
+	if err := fillMaps(st); err != nil {
+		return nil, fmt.Errorf("fsm: read snapshot: %w", err)
+	}
+	return st, nil
+}
+
+// fillMaps gives every ring a members map and refuses null entries, which JSON allows and every
+// reader of the state would dereference.
+func fillMaps(st *State) error {
+	for id, c := range st.Coordinators {
+		if c == nil {
+			return fmt.Errorf("coordinator %q is null", id)
+		}
+	}
+	for id, r := range st.Rings {
+		if r == nil {
+			return fmt.Errorf("ring %q is null", id)
+		}
 		if r.Members == nil {
 			r.Members = map[string]*Member{}
 		}
+		for key, m := range r.Members {
+			if m == nil {
+				return fmt.Errorf("member %q of ring %q is null", key, id)
+			}
+		}
 	}
-	return st, nil
+	return nil
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/retryring/retryring/lease"
 )
@@ -109,6 +111,73 @@ func FuzzFromWire(f *testing.F) {
 		}
 		if !errors.Is(back, which) {
 			t.Fatalf("FromWire(%q) = %v maps back to code %q", data, err, we.Code)
+		}
+	})
+}
+
+// FuzzWireLease decodes any bytes as a lease element, as a client does (JSON, then
+// WireLease.Decode): a refusal is ErrBadRequest; an accepted element is a lease a guard can use
+// as it is (a TTL above 0 that did not wrap around, a renewal within it, a node index within the
+// count, normalized ranges, no negative or NaN rate) that survives a re-encode unchanged.
+func FuzzWireLease(f *testing.F) {
+	rate := 12.5
+	for _, l := range []lease.Lease{
+		{WorkerID: "retry-7", Ring: lease.RingKey{Region: "eu-west", Cluster: "c1", Service: "orders"}, NodeIndex: 0, NodeCount: 2,
+			Epoch: 12, Generation: 5, Ranges: lease.Ranges{lease.Split(2)[0]}, TTL: 10 * time.Second, Renewal: 2 * time.Second},
+		{WorkerID: "w", Ring: lease.RingKey{Region: "r", Cluster: "c", Service: "s"}, NodeIndex: 2, NodeCount: 3, Epoch: 1,
+			Ranges: lease.Ranges{lease.FullRing}, TTL: time.Millisecond, Controls: &lease.Controls{PausedImpl: []string{"payment"}, RatePerS: &rate}},
+		{WorkerID: "w", NodeCount: 1, Epoch: 1 << 53, TTL: 1500 * time.Millisecond, Renewal: 1500 * time.Millisecond, Controls: &lease.Controls{Paused: true}},
+	} {
+		data, _ := json.Marshal(lease.Encode(l, time.UnixMilli(1732950000123)))
+		f.Add(data)
+	}
+	for _, s := range []string{
+		`{"ttl_ms":0}`, `{"ttl_ms":10000,"renewal_ms":10001}`, `{"ttl_ms":9223372036854775807}`, `{"ttl_ms":9223372036854}`,
+		`{"ttl_ms":10,"node_index":1,"node_count":1}`, `{"ttl_ms":10,"node_index":-1}`, `{"ttl_ms":10,"controls":{"rate_per_s":-1}}`,
+		`{"ttl_ms":10,"ranges":[{"start":"5","end":"4"}]}`, `{"ttl_ms":10,"ranges":[{"start":5,"end":6}]}`, `{"ttl_ms":10.5}`,
+		`{"ttl_ms":10,"ranges":[{"start":"9223372036854775807","end":"9223372036854775807"},{"start":"-9223372036854775808","end":"0"},{"start":"-5","end":"7"}]}`,
+		`{"ttl_ms":10,"controls":null,"ranges":null}`, `[]`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	demand := time.Unix(1000, 0)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var w lease.WireLease
+		if json.Unmarshal(data, &w) != nil {
+			return
+		}
+		l, err := w.Decode(demand)
+		if err != nil {
+			if !errors.Is(err, lease.ErrBadRequest) {
+				t.Fatalf("Decode(%s) refused with %v, want ErrBadRequest", data, err)
+			}
+			return
+		}
+		switch {
+		case l.TTL <= 0 || l.TTL.Milliseconds() != w.TTLMs:
+			t.Fatalf("Decode(%s): TTL %v from ttl_ms %d", data, l.TTL, w.TTLMs)
+		case l.Renewal < 0 || l.Renewal > l.TTL:
+			t.Fatalf("Decode(%s): renewal %v outside [0, %v]", data, l.Renewal, l.TTL)
+		case l.NodeIndex < 0 || l.NodeCount < 0 || l.NodeCount > 0 && l.NodeIndex >= l.NodeCount:
+			t.Fatalf("Decode(%s): node %d of %d", data, l.NodeIndex, l.NodeCount)
+		case !l.ExpiresAt().After(demand) || !l.ValidFrom.Equal(demand):
+			t.Fatalf("Decode(%s): valid from %v until %v, demand sent at %v", data, l.ValidFrom, l.ExpiresAt(), demand)
+		case !lease.Normalize(l.Ranges).Equal(l.Ranges):
+			t.Fatalf("Decode(%s): ranges %v are not normalized", data, l.Ranges)
+		case l.Controls != nil && l.Controls.RatePerS != nil && !(*l.Controls.RatePerS >= 0):
+			t.Fatalf("Decode(%s): rate %v", data, *l.Controls.RatePerS)
+		}
+		enc, err := json.Marshal(lease.Encode(l, time.UnixMilli(w.IssuedAtMs)))
+		if err != nil {
+			t.Fatalf("Decode(%s) = %+v, which does not encode: %v", data, l, err)
+		}
+		var w2 lease.WireLease
+		if err := json.Unmarshal(enc, &w2); err != nil {
+			t.Fatalf("re-encoded %s does not parse: %v", enc, err)
+		}
+		l2, err := w2.Decode(demand)
+		if err != nil || !reflect.DeepEqual(l, l2) {
+			t.Fatalf("Decode(%s) = %+v; re-encoded as %s it reads %+v, %v", data, l, enc, l2, err)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // RingKey names a ring: one per (region, cluster, service).
@@ -20,13 +21,19 @@ func (k RingKey) String() string { return k.Region + "/" + k.Cluster + "/" + k.S
 // arbitrarily large; Cassandra's partition keys hold these names too.
 const MaxRingNameBytes = 128
 
-// Validate refuses empty names and names longer than MaxRingNameBytes.
+// Validate refuses empty names, names longer than MaxRingNameBytes and names that are not UTF-8.
+// Why UTF-8: every command and answer that names a ring is JSON, which replaces invalid bytes
+// with U+FFFD, so a ring named by other bytes (an admin call's URL path may carry any) would be
+// committed under another name than the one the caller gave and the leader checked.
 func (k RingKey) Validate() error {
 	if k.Region == "" || k.Cluster == "" || k.Service == "" {
 		return fmt.Errorf("%w: region, cluster and service must all be set (got %q)", ErrBadRequest, k.String())
 	}
 	if len(k.Region) > MaxRingNameBytes || len(k.Cluster) > MaxRingNameBytes || len(k.Service) > MaxRingNameBytes {
 		return fmt.Errorf("%w: region, cluster and service are limited to %d bytes each", ErrBadRequest, MaxRingNameBytes)
+	}
+	if !utf8.ValidString(k.Region) || !utf8.ValidString(k.Cluster) || !utf8.ValidString(k.Service) {
+		return fmt.Errorf("%w: region, cluster and service must be UTF-8 (got %q)", ErrBadRequest, k.String())
 	}
 	return nil
 }
