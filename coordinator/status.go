@@ -53,10 +53,15 @@ type NodeStatus struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	// FSMVersion is the FSM version this node's build runs.
-	FSMVersion int    `json:"fsm_version"`
-	Rings      int    `json:"rings"`
-	Members    int    `json:"members"`
-	Cordoned   int    `json:"cordoned"`
+	FSMVersion int `json:"fsm_version"`
+	Rings      int `json:"rings"`
+	Members    int `json:"members"`
+	Cordoned   int `json:"cordoned"`
+	// EpochFloor is the floor every ring's epochs start above (0 before the first leader of a
+	// new state committed it); Settling: that leader is still waiting out every lease that may be
+	// alive from before a bootstrap or recovery, and assigns nothing meanwhile.
+	EpochFloor uint64 `json:"epoch_floor"`
+	Settling   bool   `json:"settling"`
 	Ready      bool   `json:"ready"`
 	Reason     string `json:"reason,omitempty"`
 }
@@ -118,7 +123,7 @@ func (n *Node) localStatus() NodeStatus {
 		if c := s.Coordinators[n.cfg.NodeID]; c != nil {
 			st.RaftAddr, st.RSocketAddr, st.HTTPAddr = c.RaftAddr, c.RSocketAddr, c.HTTPAddr
 		}
-		st.Rings = len(s.Rings)
+		st.Rings, st.EpochFloor, st.Settling = len(s.Rings), s.EpochFloor, s.Settling
 		for _, r := range s.Rings {
 			st.Members += len(r.Members)
 			st.Cordoned += len(r.Cordoned)
