@@ -34,6 +34,9 @@ func printStatus(w io.Writer, s coordinator.StatusAnswer) error {
 		if !n.Ready {
 			ready = "no: " + n.Reason
 		}
+		if n.Settling {
+			ready += " (settling: no assignment until the leases from before a bootstrap or recovery ran out)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", label, n.ID, n.State, n.Term, dash(n.LeaderID),
 			dash(n.LastContact), n.LastLogIndex, n.CommitIndex, n.AppliedIndex, n.FSMVersion, n.Rings, n.Members, n.Cordoned, ready)
 	}
