@@ -77,16 +77,8 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	defer func() { done(err) }()
-	if o.binary == "" {
-		root, err := proc.ModuleRoot()
-		if err != nil {
-			return err
-		}
-		o.binary = filepath.Join(dir, "retryring")
-		logf("building ./cmd/retryring")
-		if err := proc.Build(ctx, root, o.binary, false); err != nil {
-			return err
-		}
+	if o.binary, err = benchkit.Binary(ctx, o.binary, dir, logf); err != nil {
+		return err
 	}
 	tokens := filepath.Join(dir, "workers.yaml")
 	secret := filepath.Join(dir, "secret")

@@ -19,7 +19,6 @@ import (
 	rslogger "github.com/rsocket/rsocket-go/logger"
 
 	"github.com/retryring/retryring/bench/internal/benchkit"
-	"github.com/retryring/retryring/internal/proc"
 )
 
 // timingSpec is one lease timing to run under, by name.
@@ -187,16 +186,8 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	defer func() { done(err) }()
-	if o.binary == "" {
-		root, err := proc.ModuleRoot()
-		if err != nil {
-			return err
-		}
-		o.binary = filepath.Join(dir, "retryring")
-		logf("building ./cmd/retryring")
-		if err := proc.Build(ctx, root, o.binary, false); err != nil {
-			return err
-		}
+	if o.binary, err = benchkit.Binary(ctx, o.binary, dir, logf); err != nil {
+		return err
 	}
 	o.binaryVersion = identify(ctx, o.binary)
 

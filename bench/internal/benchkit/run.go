@@ -1,6 +1,12 @@
 package benchkit
 
-import "os"
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/retryring/retryring/internal/proc"
+)
 
 // Run is where and when a benchmark without a Cassandra node ran (the coordinator's): the host,
 // the command line, and the load average at its end (Machine has the one at its start).
@@ -27,4 +33,22 @@ func TempDir(prefix string, keep bool, logf func(format string, args ...any)) (d
 		}
 		_ = os.RemoveAll(dir)
 	}, nil
+}
+
+// Binary is the retryring binary a run starts: given when set, else one built from this checkout
+// into dir.
+func Binary(ctx context.Context, given, dir string, logf func(format string, args ...any)) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	root, err := proc.ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "retryring")
+	logf("building ./cmd/retryring")
+	if err := proc.Build(ctx, root, bin, false); err != nil {
+		return "", err
+	}
+	return bin, nil
 }
