@@ -139,7 +139,7 @@ func TestRecoverRefusesBadInput(t *testing.T) {
 // of a cluster that ran before it on these addresses (a re-bootstrap after losing every data
 // directory), so its first lease waits out every lease of before, with epochs above the floor.
 func TestFreshClusterWaitsOutEarlierLeases(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := newCluster(t, 3, func(_ int, cfg *Config) { cfg.trustFreshState = false })
 	leader := c.leader()
 	term := leader.currentTerm()
 	w := newTestWorker(t, "w1", c.rsocketAddrs()...).start()

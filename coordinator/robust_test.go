@@ -17,8 +17,7 @@ import (
 // silent (hung, stopped, cut off: no keepalive, no FIN) is disconnected after about SilenceTimeout,
 // not after rsocket-go's 90 s, and committed down.
 func TestSilentConnectionIsClosedAndItsWorkerDown(t *testing.T) {
-	// The first element must come before the silence timeout: no settling wait.
-	c := newCluster(t, 1, func(_ int, cfg *Config) { cfg.trustFreshState = true })
+	c := newCluster(t, 1, nil)
 	leader := c.leader()
 
 	conn := dialRaw(t, leader.RSocketAddr())

@@ -51,7 +51,6 @@ func TestShareMovesToTheMemberWithWork(t *testing.T) {
 	c := newCluster(t, 3, func(i int, cfg *Config) {
 		withReportPeriod(i, cfg)
 		cfg.Timing = lease.Timing{TTL: 4 * time.Minute, Renewal: 2 * time.Minute, Margin: 100 * time.Millisecond}
-		cfg.trustFreshState = true // a new cluster would otherwise wait out a 4 min TTL first
 	})
 	leader := c.leader()
 	var ws []*testWorker
