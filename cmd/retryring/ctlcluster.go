@@ -34,9 +34,7 @@ func printStatus(w io.Writer, s coordinator.StatusAnswer) error {
 		if !n.Ready {
 			ready = "no: " + n.Reason
 		}
-		if n.Settling {
-			ready += " (settling: no assignment until the leases from before a bootstrap or recovery ran out)"
-		}
+
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", label, n.ID, n.State, n.Term, dash(n.LeaderID),
 			dash(n.LastContact), n.LastLogIndex, n.CommitIndex, n.AppliedIndex, n.FSMVersion, n.Rings, n.Members, n.Cordoned, ready)
 	}
@@ -48,7 +46,14 @@ func printStatus(w io.Writer, s coordinator.StatusAnswer) error {
 	default:
 		fmt.Fprintf(tw, "leader\t%s\n", s.LeaderError)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if l := s.Leader; l != nil && l.Settling {
+		_, err := fmt.Fprintf(w, "note: leader %s is settling a new or recovered state: it assigns nothing until every lease from before may have run out (about one lease TTL)\n", l.ID)
+		return err
+	}
+	return nil
 }
 
 func newPeersCommand() *cobra.Command {
