@@ -12,6 +12,7 @@ import (
 	"github.com/rsocket/rsocket-go/core/framing"
 
 	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -315,7 +316,9 @@ func TestInternalEndpointsNeedTheClusterSecret(t *testing.T) {
 func TestAuthFilesThatBreakKeepTheLastGoodContent(t *testing.T) {
 	dir := authDir(t)
 	writeStandardAuth(t, dir, tokenLine(testRing, tokOrders))
-	c := newCluster(t, 1, func(_ int, cfg *Config) { cfg.WorkerTokensFile = filePath(dir, "workers.yaml") })
+	c := newCluster(t, 1, func(_ int, cfg *Config) {
+		cfg.WorkerTokensFile, cfg.ClusterSecretFile = filePath(dir, "workers.yaml"), filePath(dir, "secret")
+	})
 	n := c.leader()
 
 	writeAuthFile(t, filePath(dir, "workers.yaml"), "- {ring: eu/c1/orders, hash: plain-secret}\n")
@@ -346,11 +349,13 @@ func TestAuthFilesThatBreakKeepTheLastGoodContent(t *testing.T) {
 // naming the flag and the file.
 func TestStartRefusesABadAuthFile(t *testing.T) {
 	dir := authDir(t)
+	writeStandardAuth(t, dir)
 	writeAuthFile(t, filePath(dir, "bad.yaml"), "- {ring: eu/c1, hash: \"sha256:00\"}\n")
+	secret := filePath(dir, "secret")
 	for name, mutate := range map[string]func(*Config){
-		"missing worker tokens": func(c *Config) { c.WorkerTokensFile = filePath(dir, "none.yaml") },
-		"bad worker tokens":     func(c *Config) { c.WorkerTokensFile = filePath(dir, "bad.yaml") },
-		"bad admin tokens":      func(c *Config) { c.AdminTokenFile = filePath(dir, "bad.yaml") },
+		"missing worker tokens": func(c *Config) { c.WorkerTokensFile, c.ClusterSecretFile = filePath(dir, "none.yaml"), secret },
+		"bad worker tokens":     func(c *Config) { c.WorkerTokensFile, c.ClusterSecretFile = filePath(dir, "bad.yaml"), secret },
+		"bad admin tokens":      func(c *Config) { c.AdminTokenFile, c.ClusterSecretFile = filePath(dir, "bad.yaml"), secret },
 		"short cluster secret":  func(c *Config) { c.ClusterSecretFile = filePath(dir, "bad.yaml") },
 	} {
 		cfg := Config{NodeID: "c1", DataDir: t.TempDir(), NoSync: true, Logger: testLogger(t),
@@ -370,5 +375,27 @@ func TestStartRefusesABadAuthFile(t *testing.T) {
 			t.Errorf("%s: error %q should be one line naming the flag", name, err)
 		}
 		t.Logf("%s: %v", name, err)
+	}
+}
+
+// TestTokensNeedTheInternalEndpointsClosed: worker or admin tokens with /v1/internal/ open (no
+// cluster secret, no Raft TLS identity on a TLS admin port) are refused at New: anyone could
+// register a coordinator address that workers, and their tokens, get redirected to.
+func TestTokensNeedTheInternalEndpointsClosed(t *testing.T) {
+	dir := authDir(t)
+	writeStandardAuth(t, dir)
+	for name, mutate := range map[string]func(*Config){
+		"worker tokens": func(c *Config) { c.WorkerTokensFile = filePath(dir, "workers.yaml") },
+		"admin tokens":  func(c *Config) { c.AdminTokenFile = filePath(dir, "admins.yaml") },
+		"raft TLS on a plain admin port": func(c *Config) {
+			c.WorkerTokensFile = filePath(dir, "workers.yaml")
+			c.TLS.Raft = tlsfiles.Files{Cert: "r.crt", Key: "r.key", CA: "ca.crt"}
+		},
+	} {
+		cfg := Config{NodeID: "c1", DataDir: t.TempDir()}
+		mutate(&cfg)
+		if _, err := New(cfg); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "--cluster-secret-file") {
+			t.Errorf("%s: New answered %v, want a bad config naming --cluster-secret-file", name, err)
+		}
 	}
 }

@@ -248,6 +248,11 @@ func (c Config) Validate() error {
 	if err := c.TLS.validate(); err != nil {
 		return err
 	}
+	if (c.WorkerTokensFile != "" || c.AdminTokenFile != "") && c.ClusterSecretFile == "" && !c.TLS.coordinatorIdentity() {
+		// Tokens would be worth nothing while /v1/internal/ stays open: anyone could register a
+		// coordinator address that followers redirect workers (and their tokens) to, or join Raft.
+		return fmt.Errorf("%w: --worker-tokens and --admin-token-file need the internal endpoints closed too: give --cluster-secret-file, or Raft TLS (--raft-tls-*) with TLS on the admin port (--tls-cert)", ErrBadConfig)
+	}
 	for name, d := range map[string]time.Duration{
 		"silence timeout": c.SilenceTimeout, "write timeout": c.WriteTimeout,
 		"reconnect grace": c.ReconnectGrace, "apply timeout": c.ApplyTimeout,

@@ -47,11 +47,11 @@ func TestMaxConnectionsClosesTheExtraOnesAtOnce(t *testing.T) {
 // SETUP is REJECTED_SETUP busy with retry_after_ms, counted; refused tokens do not spend the budget.
 func TestSetupRateAnswersBusyWithAHint(t *testing.T) {
 	dir := authDir(t)
-	writeAuthFile(t, filePath(dir, "workers.yaml"), tokenLine(testRing, tokOrders))
+	writeStandardAuth(t, dir, tokenLine(testRing, tokOrders))
 	// 0.01 per second with a burst of 1: the first admitted SETUP takes the budget for 100 s.
 	c := newCluster(t, 1, func(_ int, cfg *Config) {
 		cfg.MaxSetupsPerSecond = 0.01
-		cfg.WorkerTokensFile = filePath(dir, "workers.yaml")
+		cfg.WorkerTokensFile, cfg.ClusterSecretFile = filePath(dir, "workers.yaml"), filePath(dir, "secret")
 	})
 	n := c.leader()
 	// Unauthenticated SETUPs first: refused as unauthorized, they spend nothing.

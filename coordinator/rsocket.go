@@ -190,6 +190,12 @@ func checkWorker(c *workerConn, workerID string, required bool) error {
 }
 
 func (n *Node) requestResponse(c *workerConn, p payload.Payload) mono.Mono {
+	// A connection whose token was revoked since its SETUP writes nothing more (a release or a
+	// leave is a Raft entry) and reads nothing either; its lease stream ends at its next element.
+	if err := n.auth.stillAuthorized(c); err != nil {
+		n.metrics.refused(refusedRevoked)
+		return mono.Error(wireFailure(err))
+	}
 	req, err := parseRequest(p)
 	if err != nil {
 		return mono.Error(wireFailure(err))

@@ -31,7 +31,7 @@ func (t *leaderTerm) settleFloor() bool {
 		var have, floor uint64
 		var fresh bool
 		t.n.fsm.View(func(s *fsm.State, _ uint64) {
-			have, fresh, floor = s.EpochFloor, s.EpochFloor == 0 && len(s.Rings) == 0, fsm.FloorAt(now, s)
+			have, fresh, floor = s.EpochFloor, s.EpochFloor == 0 && noEpochYet(s), fsm.FloorAt(now, s)
 		})
 		if have > 0 && !recovered {
 			return true
@@ -74,9 +74,18 @@ func (t *leaderTerm) settleFloor() bool {
 // finished, the state gets its first floor (no settling: it lost nothing).
 func (t *leaderTerm) decideFloor(now time.Time) fsm.Command {
 	var c *fsm.EpochFloor
+	t.mu.Lock()
+	local := t.settleLocal
+	t.mu.Unlock()
 	t.n.fsm.View(func(s *fsm.State, _ uint64) {
 		if s.EpochFloor == 0 {
-			c = &fsm.EpochFloor{Floor: fsm.FloorAt(now, s), Reason: "upgrade", AtMs: now.UnixMilli()}
+			// A term still settling on its own (the gate kept its floor out at the start) carries
+			// the settling into the replicated state with the floor, so that a next leader settles
+			// too rather than assign at once.
+			c = &fsm.EpochFloor{Floor: fsm.FloorAt(now, s), Settle: local, Reason: "upgrade", AtMs: now.UnixMilli()}
+			if local {
+				c.Reason = "bootstrap"
+			}
 		}
 	})
 	if c == nil || t.n.versionGate(c) != nil {
@@ -108,6 +117,18 @@ func (t *leaderTerm) settling(now time.Time, times termTimes) (hold bool, settle
 		return false, &fsm.EpochFloor{Floor: floor, Settled: true, AtMs: now.UnixMilli()}, time.Time{}
 	}
 	return false, nil, time.Time{}
+}
+
+// noEpochYet reports whether no ring of s was ever assigned an epoch: the state holds nothing a
+// cluster has sent, as after a bootstrap, even if workers joined while a first leader settled it
+// on its own (rings exist, nothing was assigned).
+func noEpochYet(s *fsm.State) bool {
+	for _, r := range s.Rings {
+		if r.LastEpoch > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // epochFloor is the floor a ring created now starts from.

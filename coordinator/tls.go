@@ -66,6 +66,11 @@ func (t TLS) validate() error {
 	return nil
 }
 
+// coordinatorIdentity reports whether the other coordinators can prove who they are on the admin
+// port with their Raft certificate: Raft TLS is on and so is the admin port's TLS (a plain admin
+// port sees no client certificate at all).
+func (t TLS) coordinatorIdentity() bool { return t.Raft.Enabled() && t.Server.Cert != "" }
+
 // tlsSetup is the TLS configuration built from Config.TLS; a nil field means plain TCP there.
 type tlsSetup struct {
 	rsocket        *tls.Config // RSocket listener
@@ -576,6 +581,6 @@ func (w debugWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// raftTLSEnabled reports whether Raft runs over mutual TLS (--raft-tls-*): the other coordinators
-// then prove themselves on /v1/internal/ with their Raft certificate.
-func (n *Node) raftTLSEnabled() bool { return n.tls != nil && n.tls.raftPool != nil }
+// raftTLSEnabled reports whether the other coordinators prove themselves on /v1/internal/ with
+// their Raft certificate (TLS.coordinatorIdentity).
+func (n *Node) raftTLSEnabled() bool { return n.cfg.TLS.coordinatorIdentity() }

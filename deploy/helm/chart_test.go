@@ -398,6 +398,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"coordinator.replicas=0", "/coordinator/replicas"},
 		{"worker.cassandra.consistency=MOST", "/worker/cassandra/consistency"},
 		{"coordinator.tls.secretName=Not_A_Name", "/coordinator/tls/secretName"},
+		{"coordinator.workerTokensSecret=tokens", "need coordinator.clusterSecretSecret"},
 	} {
 		_, err := helmTemplate(t, "--set", tc.set)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
