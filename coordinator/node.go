@@ -160,7 +160,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 
 	serveCtx, cancel := context.WithCancel(context.Background())
 	n.serveCancel = cancel
-	n.httpServer = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	// Bounded reads and idle connections: a client that opens connections and sends nothing more
+	// does not keep them (and their descriptors, which Raft and RSocket need too) for ever.
+	n.httpServer = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	httpLn = n.adminTLS(n.httpServer, httpLn)
 
 	n.spawn(func() { n.serveRSocket(serveCtx) })

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -38,6 +39,14 @@ func (n *Node) recoverCluster(rc *raft.Config, logs raft.LogStore, store raft.St
 	conf, source, err := n.recoveryConfiguration()
 	if err != nil {
 		return err
+	}
+	// A provisional marker first: a crash after RecoverCluster rewrote the log but before the real
+	// marker is written must still leave a node that settles when it starts again without
+	// --recover. No floor is above MaxUint64, so it reads as recovered until a settling floor
+	// clears it.
+	provisional, _ := json.Marshal(recoveryMarker{From: source, EpochFloor: math.MaxUint64})
+	if err := os.WriteFile(filepath.Join(n.cfg.DataDir, recoveredMarker), append(provisional, '\n'), 0o640); err != nil {
+		return fmt.Errorf("coordinator: --recover: %w", err)
 	}
 	scratch := fsm.NewAt(n.partLog("recover"), n.fsm.Version())
 	if err := raft.RecoverCluster(rc, scratch, logs, store, snaps, trans, conf); err != nil {
