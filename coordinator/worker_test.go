@@ -32,11 +32,16 @@ type gotLease struct {
 }
 
 type testWorker struct {
-	t     testing.TB
-	id    string
-	inc   string
-	ring  lease.RingKey
-	addrs []string
+	// sendMu keeps Close from running while a request's frame is being written: rsocket-go
+	// v0.8.16 writes a request-response's frame inside RequestResponse and closes its send queue in
+	// Close, a race inside the library that -race reports (seen when a release is written as the
+	// worker drops its connection at a leader kill).
+	sendMu sync.RWMutex
+	t      testing.TB
+	id     string
+	inc    string
+	ring   lease.RingKey
+	addrs  []string
 
 	// features are announced in SETUP (lease.FeatureControls: the elements carry the controls).
 	features []string
@@ -183,7 +188,10 @@ func (w *testWorker) request(client rsocket.Client, route string, body, out any)
 	data, _ := json.Marshal(body)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	p, err := client.RequestResponse(payload.New(data, composite(route))).Block(ctx)
+	w.sendMu.RLock()
+	answer := client.RequestResponse(payload.New(data, composite(route)))
+	w.sendMu.RUnlock()
+	p, err := answer.Block(ctx)
 	if err != nil {
 		return asWire(err)
 	}
@@ -191,6 +199,13 @@ func (w *testWorker) request(client rsocket.Client, route string, body, out any)
 		return json.Unmarshal(p.Data(), out)
 	}
 	return nil
+}
+
+// closeClient closes client once no request's frame is being written (sendMu).
+func (w *testWorker) closeClient(client rsocket.Client) {
+	w.sendMu.Lock()
+	defer w.sendMu.Unlock()
+	_ = client.Close()
 }
 
 // asWire turns an RSocket error into the catalog's WireError when its data is one.
@@ -236,7 +251,7 @@ func (w *testWorker) run() {
 		case err = <-s.errc:
 		case <-w.stop:
 			s.halt()
-			_ = client.Close()
+			w.closeClient(client)
 			return
 		}
 		s.halt()
@@ -246,10 +261,10 @@ func (w *testWorker) run() {
 		w.mu.Unlock()
 		if leaving {
 			<-w.stop
-			_ = client.Close()
+			w.closeClient(client)
 			return
 		}
-		_ = client.Close()
+		w.closeClient(client)
 		w.mu.Lock()
 		w.client = nil
 		held := len(w.got) > 0
