@@ -177,32 +177,32 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-// authorize admits the caller of a mutating admin call. The Authorization: Bearer check
-// (--admin-token-file) runs once for every call at the HTTP edge (authorizeHTTP, before any
-// handler, so before a follower forwards the call with the header and the leader checks it
-// again): a call that reaches this point was admitted there. This is where a check that needs
-// the parsed call would go.
-func authorize(*http.Request) error { return nil }
+// readAdminBody reads the body of an admin call, at most maxAdminBody bytes; it answers 400 itself
+// and reports false when the body is unreadable or larger. The caller was admitted at the HTTP
+// edge already (authorizeHTTP checks the bearer token of every mutating call, before a follower
+// forwards it with the header and the leader checks it again).
+func readAdminBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+	switch {
+	case err != nil:
+		writeAdminError(w, fmt.Errorf("%w: read the body: %w", lease.ErrBadRequest, err))
+		return nil, false
+	case len(body) > maxAdminBody:
+		writeAdminError(w, fmt.Errorf("%w: the body is larger than %d bytes", lease.ErrBadRequest, maxAdminBody))
+		return nil, false
+	}
+	return body, true
+}
 
-// mutation is the one way an admin call changes the replicated state. It authorizes the caller,
-// reads the body, builds the command (bad input is answered 400 by any node, leader or not, and
+// mutation is the one way an admin call changes the replicated state. It reads the body, builds the command (bad input is answered 400 by any node, leader or not, and
 // nothing is committed), then either forwards the call to the leader (a follower) or, on the
 // leader, checks the command against a copy of the state, commits it and answers what answer
 // reads from the state as committed. No leader, no quorum: 503; a server that may not know the
 // command (the version gate): 409.
 func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body []byte, atMs int64) (fsm.Command, error),
 	answer func(s *fsm.State, leaderID string) any) {
-	if err := authorize(r); err != nil {
-		writeAdminError(w, err)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
-	switch {
-	case err != nil:
-		writeAdminError(w, fmt.Errorf("%w: read the body: %w", lease.ErrBadRequest, err))
-		return
-	case len(body) > maxAdminBody:
-		writeAdminError(w, fmt.Errorf("%w: the body is larger than %d bytes", lease.ErrBadRequest, maxAdminBody))
+	body, ok := readAdminBody(w, r)
+	if !ok {
 		return
 	}
 	cmd, err := build(body, n.clock.Now().UnixMilli())

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -57,13 +56,8 @@ func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 	if t := n.currentTerm(); t == nil || !t.isReady() {
 		// A follower sends the call on as it came: the leader looks the ring up in its own state,
 		// which may know a worker that joined a moment ago and that this node has not applied yet.
-		if err := authorize(r); err != nil {
-			writeAdminError(w, err)
-			return
-		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
-		if err != nil || len(body) > maxAdminBody {
-			writeAdminError(w, fmt.Errorf("%w: the body is unreadable or larger than %d bytes", lease.ErrBadRequest, maxAdminBody))
+		body, ok := readAdminBody(w, r)
+		if !ok {
 			return
 		}
 		n.forward(w, r, body)

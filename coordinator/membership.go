@@ -84,13 +84,8 @@ func (n *Node) serveRemovePeer(w http.ResponseWriter, r *http.Request) {
 // any node), forward to the leader from a follower, and on the leader make the change and
 // answer the configuration.
 func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool, change func(PeerRequest) error) {
-	if err := authorize(r); err != nil {
-		writeAdminError(w, err)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
-	if err != nil || len(body) > maxAdminBody {
-		writeAdminError(w, fmt.Errorf("%w: read the body (at most %d bytes): %v", lease.ErrBadRequest, maxAdminBody, err))
+	body, ok := readAdminBody(w, r)
+	if !ok {
 		return
 	}
 	var req PeerRequest

@@ -248,13 +248,8 @@ func (n *Node) peerStatus(ctx context.Context, addr string) (NodeStatus, error) 
 // took over. Its leader term ends like on any lost election: workers follow the new leader, whose
 // renewals keep every lease (invariant 4).
 func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
-	if err := authorize(r); err != nil {
-		writeAdminError(w, err)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
-	if err != nil || len(body) > maxAdminBody {
-		writeAdminError(w, fmt.Errorf("%w: the body is unreadable or larger than %d bytes", lease.ErrBadRequest, maxAdminBody))
+	body, ok := readAdminBody(w, r)
+	if !ok {
 		return
 	}
 	var req StepDownRequest

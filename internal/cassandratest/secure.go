@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gocql/gocql"
 
+	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/internal/tlstest"
 )
@@ -59,7 +59,7 @@ type SecureNode struct {
 // Environment: CASSANDRA_TLS_HOME_DIR is the node's home (default <module root>/.cassandra-tls).
 func StartSecure(t testing.TB) *SecureNode {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := proc.ModuleRoot()
 	if err != nil {
 		t.Fatalf("cassandratest: %v", err)
 	}
@@ -168,20 +168,4 @@ func (n *SecureNode) CreateRole(t testing.TB, name string, grants ...string) (pa
 		t.Fatal(err)
 	}
 	return passwordFile
-}
-
-// moduleRoot is the directory of go.mod above the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod in %s or above: run the tests inside the module", dir)
-		}
-	}
 }
