@@ -62,7 +62,7 @@ func (s *Store) MarkDeadLetterReplayed(ctx context.Context, d DeadLetter, replay
 		return err
 	}
 	prev := map[string]any{}
-	applied, err := s.query(ctx, cqlMarkDeadLetterReplayed, false, replayID, at,
+	applied, err := s.query(ctx, cqlMarkDeadLetterReplayed, compareAndSet, replayID, at,
 		r.Region, r.Cluster, r.Service, day(d.DeadDay()), t.ID, t.ImplType, d.DeadAt).MapScanCAS(prev)
 	switch {
 	case err != nil:
