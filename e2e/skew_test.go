@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/internal/cassandratest"
+	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/wallclock"
+	"github.com/retryring/retryring/window"
+)
+
+// Clock skews of the skewed drain: pairwise within maxClockOffset (1.8 s < 2 s), each within half
+// of it from the host's clock, which is Cassandra's: the bound the product promises to work in.
+const (
+	recorderSkew = -900 * time.Millisecond
+	workerSkew   = 900 * time.Millisecond
+	// skewedWorker runs ahead; the other workers and the coordinators run on the host's clock.
+	skewedWorker = "w2"
+)
+
+// The late writer of the skewed drain: one failure at a time into windows whose time has passed,
+// for about a minute, over a few instances, while the workers drain and Node-0 compacts those
+// windows (as a `record --backdate` import that keeps going would).
+const (
+	lateCount     = 600
+	lateRate      = 10
+	lateInstances = 4
+	// regularCount failures are recorded into W+1 in real time meanwhile, at regularRate.
+	regularCount = 600
+	regularRate  = 10
+)
+
+// TestClockSkew builds the binary with the skewclock tag (package wallclock) and runs processes
+// whose clocks differ by up to the bound; the binary of this run, built without the tag, must
+// ignore the skew's environment variable.
+func TestClockSkew(t *testing.T) {
+	requireBinary(t, "coordinator", "worker", "record", "schema")
+	skewed := filepath.Join(t.TempDir(), "retryring-skewclock")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	err := proc.BuildPackage(ctx, root, "./cmd/retryring", skewed, os.Getenv("E2E_RACE") == "1", "skewclock")
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("ShippedBinaryIgnoresSkew", func(t *testing.T) { testShippedBinaryIgnoresSkew(t, skewed) })
+	t.Run("SkewedDrainWithLateWriter", func(t *testing.T) { testSkewedDrainWithLateWriter(t, skewed) })
+}
+
+// testShippedBinaryIgnoresSkew: with the skew variable set to a day less a minute back, the
+// shipped binary names the window of its host clock for a backdated import, and the skewclock
+// build the window a day earlier (so the variable is what moves it). Nothing is written
+// (--count 0): only the window the clock names is read from the output.
+func testShippedBinaryIgnoresSkew(t *testing.T, skewed string) {
+	const skew = -(23*time.Hour + 59*time.Minute)
+	env := []string{fmt.Sprintf("%s=%v", wallclock.SkewEnv, skew)}
+	for _, c := range []struct {
+		name, binary string
+		skew         time.Duration
+	}{{"shipped", binary, 0}, {"skewclock", skewed, skew}} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		before := time.Now()
+		out, err := proc.Run(ctx, proc.Spec{Name: "record-" + c.name, Path: c.binary, LogDir: t.TempDir(), Env: env, Args: []string{
+			"record", "--cassandra", cassandratest.Addr(), "--keyspace", "e2e_clock_unused",
+			"--region", "e2e", "--cluster", "c1", "--service", "clock", "--window-minutes", "1",
+			"--count", "0", "--backdate", "1m",
+		}})
+		after := time.Now()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s binary: %v\n%s", c.name, err, out)
+		}
+		var want []string // the window may turn between the two readings
+		for _, at := range []time.Time{before, after} {
+			w, err := window.Of(at.Add(c.skew-time.Minute), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, "into window "+w.Next().String())
+		}
+		if !strings.Contains(out, want[0]) && !strings.Contains(out, want[1]) {
+			t.Errorf("%s binary with %s: wrote %q, want %q (a clock %v off the host's)", c.name, env[0], out, want[0], c.skew)
+		}
+		if said := strings.Contains(out, "wall clock runs"); said != (c.skew != 0) {
+			t.Errorf("%s binary with %s: says its clock is skewed: %v; output %q", c.name, env[0], said, out)
+		}
+	}
+}
+
+// testSkewedDrainWithLateWriter: the recorder runs 0.9 s behind the host's clock, worker w2 0.9 s
+// ahead of it, everything else on it. A late writer imports one failure at a time into windows
+// being drained (the instance rows it writes race the workers' checked deletes of them, and its
+// window rows Node-0's) while regular recording into W+1 goes on. Then: every failure done or
+// dead-lettered once, no duplicate (there is no fault to explain one), the directory drained.
+func testSkewedDrainWithLateWriter(t *testing.T, skewed string) {
+	o := shortOptions()
+	o.Binary = skewed
+	o.WorkerEnv = map[string][]string{skewedWorker: {fmt.Sprintf("%s=%v", wallclock.SkewEnv, workerSkew)}}
+	s := newScenario(t, o)
+	s.waitSettled()
+	if w := s.c.Worker(skewedWorker); w == nil || !w.LogContains(fmt.Sprintf("wall clock runs %v off", workerSkew)) {
+		t.Fatalf("worker %s does not say its clock runs %v off the host's", skewedWorker, workerSkew)
+	}
+	recorderEnv := []string{fmt.Sprintf("%s=%v", wallclock.SkewEnv, recorderSkew)}
+	type result struct {
+		b   proc.Batch
+		err error
+	}
+	runs := []proc.RecordOptions{
+		{Count: lateCount, Rate: lateRate, Instances: lateInstances, Backdate: backdate, Env: recorderEnv},
+		{Count: regularCount, Rate: regularRate, Instances: shortInstances, Env: recorderEnv},
+	}
+	done := make(chan result, len(runs))
+	s.mark("late writer (%d at %d/s into windows %v back) and regular recording (%d at %d/s into W+1) start, recorder at %v, %s at %v",
+		lateCount, lateRate, backdate, regularCount, regularRate, recorderSkew, skewedWorker, workerSkew)
+	for _, ro := range runs {
+		go func() {
+			b, err := s.c.Record(s.ctx(3*time.Minute), ro)
+			done <- result{b, err}
+		}()
+	}
+	for range runs {
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("record: %v\n%s", r.err, r.b.Output)
+		}
+		if !strings.Contains(r.b.Output, fmt.Sprintf("wall clock runs %v off", recorderSkew)) {
+			t.Fatalf("the recorder does not say its clock runs %v off the host's: %s", recorderSkew, r.b.Output)
+		}
+		t.Logf("record: %s", r.b.Output)
+		s.batches = append(s.batches, r.b)
+	}
+	s.mark("recording done")
+	s.waitDrained(drainWait)
+	s.check()
+}
