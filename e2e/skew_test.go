@@ -22,14 +22,19 @@ const (
 	workerSkew   = 900 * time.Millisecond
 	// skewedWorker runs ahead; the other workers and the coordinators run on the host's clock.
 	skewedWorker = "w2"
+	// noSkewEnv set to 1 runs the same drain with every clock on the host's: the baseline of
+	// docs/benchmarks.md's figure.
+	noSkewEnv = "E2E_NO_SKEW"
 )
 
 // The late writer of the skewed drain: one failure at a time into windows whose time has passed,
 // for about a minute, over a few instances, while the workers drain and Node-0 compacts those
 // windows (as a `record --backdate` import that keeps going would).
+// Each late write costs about ten statements, two of them compare-and-sets (the checkpoints), so
+// the rate stays modest: a Cassandra shared with other suites times compare-and-sets out.
 const (
-	lateCount     = 600
-	lateRate      = 10
+	lateCount     = 360
+	lateRate      = 6
 	lateInstances = 4
 	// regularCount failures are recorded into W+1 in real time meanwhile, at regularRate.
 	regularCount = 600
@@ -98,12 +103,17 @@ func testShippedBinaryIgnoresSkew(t *testing.T, skewed string) {
 // window rows Node-0's) while regular recording into W+1 goes on. Then: every failure done or
 // dead-lettered once, no duplicate (there is no fault to explain one), the directory drained.
 func testSkewedDrainWithLateWriter(t *testing.T, skewed string) {
+	recorderSkew, workerSkew := recorderSkew, workerSkew
+	if os.Getenv(noSkewEnv) == "1" {
+		recorderSkew, workerSkew = 0, 0
+		t.Logf("%s=1: every clock on the host's (the baseline)", noSkewEnv)
+	}
 	o := shortOptions()
 	o.Binary = skewed
 	o.WorkerEnv = map[string][]string{skewedWorker: {fmt.Sprintf("%s=%v", wallclock.SkewEnv, workerSkew)}}
 	s := newScenario(t, o)
 	s.waitSettled()
-	if w := s.c.Worker(skewedWorker); w == nil || !w.LogContains(fmt.Sprintf("wall clock runs %v off", workerSkew)) {
+	if w := s.c.Worker(skewedWorker); w == nil || (workerSkew != 0) != w.LogContains(fmt.Sprintf("wall clock runs %v off", workerSkew)) {
 		t.Fatalf("worker %s does not say its clock runs %v off the host's", skewedWorker, workerSkew)
 	}
 	recorderEnv := []string{fmt.Sprintf("%s=%v", wallclock.SkewEnv, recorderSkew)}
@@ -127,9 +137,11 @@ func testSkewedDrainWithLateWriter(t *testing.T, skewed string) {
 	for range runs {
 		r := <-done
 		if r.err != nil {
+			// A failed late write may have published part of its path: which rows are recorded,
+			// and which a half-published path strands, is unknown, so nothing can be checked.
 			t.Fatalf("record: %v\n%s", r.err, r.b.Output)
 		}
-		if !strings.Contains(r.b.Output, fmt.Sprintf("wall clock runs %v off", recorderSkew)) {
+		if (recorderSkew != 0) != strings.Contains(r.b.Output, fmt.Sprintf("wall clock runs %v off", recorderSkew)) {
 			t.Fatalf("the recorder does not say its clock runs %v off the host's: %s", recorderSkew, r.b.Output)
 		}
 		t.Logf("record: %s", r.b.Output)
