@@ -15,11 +15,13 @@ import (
 	"github.com/retryring/retryring/window"
 )
 
-// Clock skews of the skewed drain: pairwise within maxClockOffset (1.8 s < 2 s), each within half
+// Clock skews of the skewed drain: pairwise within maxClockOffset (1.6 s < 2 s), each within half
 // of it from the host's clock, which is Cassandra's: the bound the product promises to work in.
+// Each process checks its offset plus half a round trip to Cassandra against half the bound
+// (1 s): 0.8 s leaves a loaded machine 200 ms of half round trip before it would stop.
 const (
-	recorderSkew = -900 * time.Millisecond
-	workerSkew   = 900 * time.Millisecond
+	recorderSkew = -800 * time.Millisecond
+	workerSkew   = 800 * time.Millisecond
 	// skewedWorker runs ahead; the other workers and the coordinators run on the host's clock.
 	skewedWorker = "w2"
 	// noSkewEnv set to 1 runs the same drain with every clock on the host's: the baseline of
@@ -97,7 +99,7 @@ func testShippedBinaryIgnoresSkew(t *testing.T, skewed string) {
 	}
 }
 
-// testSkewedDrainWithLateWriter: the recorder runs 0.9 s behind the host's clock, worker w2 0.9 s
+// testSkewedDrainWithLateWriter: the recorder runs 0.8 s behind the host's clock, worker w2 0.8 s
 // ahead of it, everything else on it. A late writer imports one failure at a time into windows
 // being drained (the instance rows it writes race the workers' checked deletes of them, and its
 // window rows Node-0's) while regular recording into W+1 goes on. Then: every failure done or
