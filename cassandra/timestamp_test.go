@@ -120,7 +120,7 @@ func TestOneTimestampPerStatement(t *testing.T) {
 		do    func() error
 	}{
 		{"insert instance", 1, func() error { return st.InsertInstance(ctx, w, "pod-a") }},
-		{"delete bucket", 1, func() error { return st.DeleteBucket(ctx, w, "pod-a", 3) }},
+		{"insert bucket", 1, func() error { return st.InsertBucket(ctx, w, "pod-a", 3) }},
 		{"two batches", 2, func() error {
 			return st.InsertTransactions(ctx, cassandra.BucketKey{Window: w, InstanceID: "pod-a"}, rows)
 		}},
