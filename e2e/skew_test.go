@@ -32,12 +32,15 @@ const (
 // The late writer of the skewed drain: one failure at a time into windows whose time has passed,
 // for about a minute, over a few instances, while the workers drain and Node-0 compacts those
 // windows (as a `record --backdate` import that keeps going would).
-// Each late write costs about ten statements, two of them compare-and-sets (the checkpoints), so
-// the rate stays modest: a Cassandra shared with other suites times compare-and-sets out.
+// Each late write costs about ten statements, two of them compare-and-sets on the day's and the
+// year's checkpoints, so the rate stays modest (a Cassandra shared with other suites times
+// compare-and-sets out) and few late writes run at once (each bumps the checkpoints' version, and
+// a writer gives up after eight compare-and-sets lost to the others).
 const (
-	lateCount     = 360
-	lateRate      = 6
-	lateInstances = 4
+	lateCount       = 360
+	lateRate        = 6
+	lateConcurrency = 2
+	lateInstances   = 4
 	// regularCount failures are recorded into W+1 in real time meanwhile, at regularRate.
 	regularCount = 600
 	regularRate  = 10
@@ -124,7 +127,7 @@ func testSkewedDrainWithLateWriter(t *testing.T, skewed string) {
 		err error
 	}
 	runs := []proc.RecordOptions{
-		{Count: lateCount, Rate: lateRate, Instances: lateInstances, Backdate: backdate, Env: recorderEnv},
+		{Count: lateCount, Rate: lateRate, Instances: lateInstances, Backdate: backdate, Concurrency: lateConcurrency, Env: recorderEnv},
 		{Count: regularCount, Rate: regularRate, Instances: shortInstances, Env: recorderEnv},
 	}
 	done := make(chan result, len(runs))
