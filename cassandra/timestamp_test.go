@@ -54,9 +54,6 @@ func TestWritesCarryTheStoreClock(t *testing.T) {
 	if err := st.InsertTransactions(ctx, batched, []cassandra.Transaction{{ID: "tx-batched", AddedAt: behind, ImplType: "Step"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkCommitted(ctx, "tx-single", "Step", "w1", behind, time.Hour); err != nil {
-		t.Fatal(err)
-	}
 	tier5 := "region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ? AND instance_id = ? AND bucket_index = ? AND transaction_id = ?"
 	for _, c := range []struct {
 		what string
@@ -66,8 +63,6 @@ func TestWritesCarryTheStoreClock(t *testing.T) {
 			r.Region, r.Cluster, r.Service, w.Day.Time(), w.Minute, "pod-a", 0, "tx-single")},
 		{"tier-5 row (unlogged batch)", writetime(t, "added_datetime", "es_retry_transactions_by_instance", tier5,
 			r.Region, r.Cluster, r.Service, w.Day.Time(), w.Minute, "pod-a", 1, "tx-batched")},
-		{"COMMITTED marker", writetime(t, "execution_state", "es_execution_markers",
-			"service_name = ? AND transaction_id = ? AND span_key = ?", r.Service, "tx-single", "Step")},
 	} {
 		if c.got != want {
 			t.Errorf("%s: WRITETIME %d, want the Store's clock %d (%v off)", c.what, c.got, want, time.Duration(c.got-want)*time.Microsecond)
