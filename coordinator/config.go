@@ -137,6 +137,9 @@ type Config struct {
 	// the leader (leaderErr): a test moves it past the election timeout at once instead of waiting
 	// for Raft, whose LastContact is on the process clock, to get there.
 	sinceContact func(time.Time) time.Duration
+	// leadership, when set, wraps what the node reads of its own leadership from Raft
+	// (syncLeadership): a test changes the term between two polls without an election.
+	leadership func(raftLeadership) raftLeadership
 }
 
 // Defaults of Config.

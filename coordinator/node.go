@@ -39,6 +39,7 @@ type Node struct {
 
 	// Set by Start, read-only afterwards.
 	raft        *raft.Raft
+	leadership  raftLeadership // n.raft unless a test wraps it (Config.leadership)
 	parts       *raftParts
 	rsListener  *silenceListener
 	httpServer  *http.Server
@@ -157,6 +158,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.parts, n.raft = parts, parts.raft
+	n.leadership = parts.raft
+	if n.cfg.leadership != nil {
+		n.leadership = n.cfg.leadership(parts.raft)
+	}
 
 	serveCtx, cancel := context.WithCancel(context.Background())
 	n.serveCancel = cancel
@@ -403,8 +408,14 @@ func (n *Node) watchLeadership() {
 	}
 }
 
+// raftLeadership is what syncLeadership reads of Raft: whether this node leads, and in which term.
+type raftLeadership interface {
+	State() raft.RaftState
+	CurrentTerm() uint64
+}
+
 func (n *Node) syncLeadership() {
-	leader := n.raft.State() == raft.Leader
+	leader := n.leadership.State() == raft.Leader
 	if leader && n.fsm.Halted() != nil {
 		// Its state stops at an entry it does not know: it must neither plan nor send from it.
 		leader = false
@@ -421,7 +432,7 @@ func (n *Node) syncLeadership() {
 		t = newLeaderTerm(n)
 		n.term = t
 		n.mu.Unlock()
-		n.log.Info().Uint64("raft_term", n.raft.CurrentTerm()).Msg("became leader")
+		n.log.Info().Uint64("raft_term", n.leadership.CurrentTerm()).Msg("became leader")
 		t.start()
 		return
 	case !leader && t != nil:
