@@ -12,16 +12,20 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// leaderTerm is one stretch of leadership of this node. It owns what the leader alone does: the
-// send log, the right to send (renewed by VerifyLeader), the lease streams, failure detection,
-// hold expiry and planning. A new term starts from nothing: it knows no send time of any earlier
-// leader, so it treats every hold as possibly alive until termTimes.holdsAliveUntil.
+// leaderTerm is one stretch of leadership of this node, in one Raft term. It owns what the leader
+// alone does: the send log, the right to send (renewed by VerifyLeader), the lease streams,
+// failure detection, hold expiry and planning. A new term starts from nothing: it knows no send
+// time of any earlier leader, so it treats every hold as possibly alive until
+// termTimes.holdsAliveUntil.
 type leaderTerm struct {
-	n      *Node
-	log    zerolog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	sends  *sendLog
+	n *Node
+	// raftTerm is the Raft term this stretch leads in; a later term is a new stretch
+	// (Node.syncLeadership).
+	raftTerm uint64
+	log      zerolog.Logger
+	ctx      context.Context
+	cancel   context.CancelFunc
+	sends    *sendLog
 	// reports and backlog are what workers reported to this term (ring.report), for people.
 	reports *reportStore
 	backlog *backlogHistory
@@ -82,11 +86,11 @@ func (t *leaderTerm) markProposed(c fsm.Command, now time.Time) {
 	}
 }
 
-func newLeaderTerm(n *Node) *leaderTerm {
+func newLeaderTerm(n *Node, raftTerm uint64) *leaderTerm {
 	ctx, cancel := context.WithCancel(context.Background())
 	reports := newReportStore(n.cfg.ReportPeriod)
 	return &leaderTerm{
-		n: n, log: n.partLog("leader"),
+		n: n, raftTerm: raftTerm, log: n.partLog("leader").With().Uint64("raft_term", raftTerm).Logger(),
 		ctx: ctx, cancel: cancel, sends: newSendLog(),
 		reports: reports, backlog: newBacklogHistory(n.cfg.ReportPeriod), shares: newShareBook(reports),
 		kick: make(chan struct{}, 1), verifyNow: make(chan struct{}, 1),
