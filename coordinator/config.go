@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/lease"
@@ -140,6 +141,9 @@ type Config struct {
 	// leadership, when set, wraps what the node reads of its own leadership from Raft
 	// (syncLeadership): a test changes the term between two polls without an election.
 	leadership func(raftLeadership) raftLeadership
+	// raftTransport, when set, wraps the Raft transport the node runs on: a test delays or drops
+	// single RPCs and their responses, which RaftDial (whole connections) cannot.
+	raftTransport func(*raft.NetworkTransport) raft.Transport
 }
 
 // Defaults of Config.
