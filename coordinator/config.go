@@ -61,8 +61,9 @@ type Config struct {
 	PassInterval time.Duration
 
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft for fast failover.
-	// Defaults 500ms, 500ms, 250ms. LeaderLeaseTimeout also bounds how long after a successful
-	// VerifyLeader the leader may still send lease elements.
+	// Defaults 500ms, 500ms, 250ms. LeaderLeaseTimeout also bounds how long the leader may still
+	// send lease elements after proposing an entry that a quorum then stored (a proof of
+	// leadership, term.go): every coordinator must run with the same value.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
