@@ -109,6 +109,18 @@ func (w *raftWire) TimeoutNow(id raft.ServerID, target raft.ServerAddress, req *
 	return w.NetworkTransport.TimeoutNow(id, target, req, resp)
 }
 
+// standForElection sends `to` a TimeoutNow from `from` over w's raw transport (whatever w cuts):
+// to stands for election at once, as the target of a leadership transfer does.
+func standForElection(t *testing.T, w *raftWire, from, to *Node) {
+	t.Helper()
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax,
+		ID: []byte(from.cfg.NodeID), Addr: []byte(from.RaftAddr())}}
+	var resp raft.TimeoutNowResponse
+	if err := w.NetworkTransport.TimeoutNow(raft.ServerID(to.cfg.NodeID), raft.ServerAddress(to.RaftAddr()), req, &resp); err != nil {
+		t.Fatalf("timeout now to %s: %v", to.cfg.NodeID, err)
+	}
+}
+
 // isHeartbeat tells Raft's heartbeat from its replication: a heartbeat carries neither a previous
 // entry nor a commit index.
 func isHeartbeat(req *raft.AppendEntriesRequest) bool {
@@ -123,34 +135,29 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 // stops waiting for L's leases. No lease element L may send can be in use after N may assign
 // its ranges: L may send until at most N's electedAt + LeaderLeaseTimeout.
 //
-// Driven step by step, no timing luck: L runs with a heartbeat timeout of an hour, so it sends a
-// heartbeat only when a VerifyLeader registers (its followers hear from it every CommitTimeout by
-// replication); and with a renewal period of minutes and no worker, it proves its leadership only
-// when the test asks. N's election is started by a TimeoutNow the test sends, as a leadership
-// transfer would, so F1 votes at once; in a real partition both followers first wait out their
-// heartbeat timeout, a time L bridges with other late answers (Raft's own leader lease counts
-// those too). LeaderLeaseTimeout is 2 s so that Raft's lease keeps L leading while the story
-// runs; the late answer is held only as long as the story takes.
+// Driven step by step, no timing luck. Every node runs with heartbeat and election timeouts of an
+// hour: no node stands for election unless the test sends it a TimeoutNow, as a leadership
+// transfer does (with its flag a voter votes even while it knows a leader), so L leads first and
+// N next, with no election timer and no split vote in the story; and L sends a heartbeat only when
+// a VerifyLeader registers (its followers hear from it every CommitTimeout by replication). With a
+// renewal period of minutes and no worker, L proves its leadership only when the test asks. In a
+// real partition F1 votes only after its heartbeat timeout, a time L bridges with other late
+// answers (Raft's own leader lease counts those too). LeaderLeaseTimeout is 3 s so that Raft's
+// lease keeps L leading while the story runs; the late answer is held only as long as the story
+// takes.
 func TestLateAcknowledgementDoesNotRenewADeposedLeader(t *testing.T) {
 	wires := make([]*raftWire, 3)
 	c := newCluster(t, 3, func(i int, cfg *Config) {
 		cfg.Timing = lease.Timing{TTL: 10 * time.Minute, Renewal: 5 * time.Minute, Margin: 100 * time.Millisecond}
-		cfg.LeaderLeaseTimeout = 2 * time.Second
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 2*time.Second, 2*time.Second
-		if i == 0 {
-			cfg.HeartbeatTimeout, cfg.ElectionTimeout = time.Hour, time.Hour
-		}
+		cfg.LeaderLeaseTimeout = 3 * time.Second
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = time.Hour, time.Hour
 		cfg.raftTransport = func(nt *raft.NetworkTransport) raft.Transport {
 			wires[i] = newRaftWire(nt)
 			return wires[i]
 		}
 	})
 	l, f1, f2 := c.nodes[0], c.nodes[1], c.nodes[2]
-	if first := c.leader(); first != l {
-		if err := first.raft.LeadershipTransferToServer(raft.ServerID(l.cfg.NodeID), raft.ServerAddress(l.RaftAddr())).Error(); err != nil {
-			t.Fatalf("leadership transfer to %s: %v", l.cfg.NodeID, err)
-		}
-	}
+	standForElection(t, wires[1], f1, l)
 	if c.leader() != l {
 		t.Fatalf("leader is not %s", l.cfg.NodeID)
 	}
@@ -167,12 +174,7 @@ func TestLateAcknowledgementDoesNotRenewADeposedLeader(t *testing.T) {
 	wires[1].cutOff(l.RaftAddr())
 	wires[2].cutOff(l.RaftAddr())
 	// 3. F2 stands for election and F1 votes for it: N is F2.
-	var resp raft.TimeoutNowResponse
-	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax,
-		ID: []byte(l.cfg.NodeID), Addr: []byte(l.RaftAddr())}}
-	if err := lw.NetworkTransport.TimeoutNow(raft.ServerID(f2.cfg.NodeID), raft.ServerAddress(f2.RaftAddr()), req, &resp); err != nil {
-		t.Fatalf("timeout now to %s: %v", f2.cfg.NodeID, err)
-	}
+	standForElection(t, lw, l, f2)
 	var newTimes termTimes
 	eventually(t, 10*time.Second, "the new leader past its barrier", func() bool {
 		nt := f2.currentTerm()
