@@ -30,7 +30,10 @@
 // its outcome is read at the serial level (ReplayMark) before it is tried again: a quorum read can
 // miss an accepted proposal. A record retried after a timeout may have written its copy the first
 // time too (two copies at the floor, settled as below). The run stops only on a statement that
-// keeps failing, and says at which dead letter and how many are left.
+// keeps failing, and says at which dead letter and how many are left. Marks go one at a time per
+// dead_day partition (every dead letter of a day shares it): Paxos rounds sent at once on one
+// partition contend rather than queue, and under load the losers time out, which is what stopped
+// replays before.
 //
 // A crash between 1 and 3 leaves the dead letter unmarked: running the id again writes a second
 // copy at (g+1, 0). Both copies stand at the floor, and whichever runs first settles the other

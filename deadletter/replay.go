@@ -66,13 +66,13 @@ const DefaultConcurrency = 32
 // Retries of a statement that failed transiently.
 const (
 	// DefaultTries is the tries of one statement: with the backoff below, a statement is given
-	// up on after about 7 s of a Cassandra that times out every time, far longer than the
+	// up on after 8 to 16 s of a Cassandra that times out every time, far longer than the
 	// timeouts of a busy node last.
-	DefaultTries = 8
+	DefaultTries = 10
 	// retryBase is the wait before the second try; each next wait doubles, up to retryCap, and
 	// is jittered down to half so that the replays in flight do not come back together.
 	retryBase = 50 * time.Millisecond
-	retryCap  = 2 * time.Second
+	retryCap  = 5 * time.Second
 )
 
 // Outcome is what a replay did with one dead letter.
@@ -230,10 +230,19 @@ type replayer struct {
 	pace  *pacer
 
 	retried, settled atomic.Int64
+
+	// days holds one slot per dead_day partition: a partition's marks (and their serial reads)
+	// go one at a time. Paxos orders the rounds of one partition, and rounds sent at once do not
+	// queue: they contend, and under load the losers time out ("Operation timed out - received
+	// only 0 responses") instead of waiting their turn. Every dead letter of a day shares its
+	// partition, so 32 marks at once were 32 contending rounds.
+	mu   sync.Mutex
+	days map[window.Date]chan struct{}
 }
 
 func newReplayer(st Store, rec Recorder, o ReplayOptions) *replayer {
-	p := &replayer{st: st, rec: rec, o: o, now: o.Now, wait: o.Wait, tries: o.Tries, pace: newPacer(o.Rate)}
+	p := &replayer{st: st, rec: rec, o: o, now: o.Now, wait: o.Wait, tries: o.Tries, pace: newPacer(o.Rate),
+		days: map[window.Date]chan struct{}{}}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -305,23 +314,32 @@ func (p *replayer) one(ctx context.Context, d cassandra.DeadLetter) (Outcome, ca
 // written twice, or reported lost when it is there.
 func (p *replayer) mark(ctx context.Context, d cassandra.DeadLetter) (Outcome, error) {
 	for try := 1; ; try++ {
-		err := p.st.MarkDeadLetterReplayed(ctx, d, p.o.ID, p.now())
+		release, err := p.partition(ctx, d.DeadDay())
+		if err != nil {
+			return "", err
+		}
+		err = p.st.MarkDeadLetterReplayed(ctx, d, p.o.ID, p.now())
 		switch {
 		case err == nil:
+			release()
 			return Replayed, nil
 		case errors.Is(err, cassandra.ErrDeadLetterChanged):
+			release()
 			return Unmarked, nil
 		case !cassandra.Transient(err):
+			release()
 			return "", err
 		}
 		var (
 			by      string
 			current bool
 		)
-		if rerr := p.retry(ctx, func() (rerr error) {
+		rerr := p.retry(ctx, func() (rerr error) {
 			by, current, rerr = p.st.ReplayMark(ctx, d)
 			return rerr
-		}); rerr != nil {
+		})
+		release()
+		if rerr != nil {
 			return "", fmt.Errorf("%w; then the read of its outcome failed: %w", err, rerr)
 		}
 		p.settled.Add(1)
@@ -338,6 +356,23 @@ func (p *replayer) mark(ctx context.Context, d cassandra.DeadLetter) (Outcome, e
 		if werr := p.backoff(ctx, try); werr != nil {
 			return "", fmt.Errorf("%w (then %w)", err, werr)
 		}
+	}
+}
+
+// partition waits for the slot of dead_day day's partition; release gives it back.
+func (p *replayer) partition(ctx context.Context, day window.Date) (release func(), err error) {
+	p.mu.Lock()
+	slot, ok := p.days[day]
+	if !ok {
+		slot = make(chan struct{}, 1)
+		p.days[day] = slot
+	}
+	p.mu.Unlock()
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/deadletter"
+	"github.com/retryring/retryring/window"
 )
 
 // markFault is what busyStore does to one mark.
@@ -185,5 +186,82 @@ func TestReplayStopsOnAPersistentTimeoutSayingWhereAndHowManyLeft(t *testing.T) 
 	res, err = deadletter.Replay(context.Background(), e.store, rec, e.filter(), deadletter.ReplayOptions{ID: "stuck", Now: e.clock.Now})
 	if err != nil || res.Replayed != 2 || res.AlreadyReplayed != 1 {
 		t.Fatalf("running stuck again: %+v, %v; want b and c replayed, a already", res, err)
+	}
+}
+
+// partitionStore counts the marks in flight on each dead_day partition; the first mark stays in
+// flight until every dead letter's floor is written (all the others are at their marks then), and
+// a little longer for one of them to come in beside it.
+type partitionStore struct {
+	*cassandra.Store
+	n int
+
+	mu       sync.Mutex
+	floors   int
+	allFloor chan struct{}
+	inFlight map[window.Date]int
+	most     int
+	entered  chan struct{}
+}
+
+func (p *partitionStore) SetFloor(ctx context.Context, id, span string, c cassandra.Copy, retention time.Duration) error {
+	err := p.Store.SetFloor(ctx, id, span, c, retention)
+	p.mu.Lock()
+	if p.floors++; p.floors == p.n {
+		close(p.allFloor)
+	}
+	p.mu.Unlock()
+	return err
+}
+
+func (p *partitionStore) MarkDeadLetterReplayed(ctx context.Context, d cassandra.DeadLetter, id string, at time.Time) error {
+	p.mu.Lock()
+	p.inFlight[d.DeadDay()]++
+	p.most = max(p.most, p.inFlight[d.DeadDay()])
+	first := p.entered == nil
+	if first {
+		p.entered = make(chan struct{})
+	} else if p.inFlight[d.DeadDay()] > 1 {
+		select {
+		case <-p.entered:
+		default:
+			close(p.entered)
+		}
+	}
+	entered := p.entered
+	p.mu.Unlock()
+	if first {
+		<-p.allFloor
+		select {
+		case <-entered:
+		case <-time.After(200 * time.Millisecond): // none came in beside it: they wait their turn
+		}
+	}
+	defer func() {
+		p.mu.Lock()
+		p.inFlight[d.DeadDay()]--
+		p.mu.Unlock()
+	}()
+	return p.Store.MarkDeadLetterReplayed(ctx, d, id, at)
+}
+
+// TestReplayMarksOneAtATimePerPartition: every dead letter of a day lives in one partition, whose
+// Paxos rounds contend when sent at once (under load the losers time out: what stopped replays).
+// With 8 replays in flight, the marks of one day's partition still go one at a time.
+func TestReplayMarksOneAtATimePerPartition(t *testing.T) {
+	e := newEnv(t)
+	ids := []string{"a", "b", "c", "d", "e", "f"}
+	e.setRefused(ids...)
+	e.record(ids...)
+	e.drainFor(3)
+	e.setRefused()
+	st := &partitionStore{Store: e.store, n: len(ids), allFloor: make(chan struct{}), inFlight: map[window.Date]int{}}
+	res, err := deadletter.Replay(context.Background(), st, e.recorder("deadletters-replay"), e.filter(),
+		deadletter.ReplayOptions{ID: "one-by-one", Now: e.clock.Now, Concurrency: 8})
+	if err != nil || res.Replayed != len(ids) {
+		t.Fatalf("replay: %+v, %v; want all replayed", res, err)
+	}
+	if st.most != 1 {
+		t.Errorf("%d marks in flight at once on one dead_day partition; want 1", st.most)
 	}
 }
