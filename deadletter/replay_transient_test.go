@@ -265,3 +265,33 @@ func TestReplayMarksOneAtATimePerPartition(t *testing.T) {
 		t.Errorf("%d marks in flight at once on one dead_day partition; want 1", st.most)
 	}
 }
+
+// purgingStore purges each dead letter just before its mark, whose answer is then a CAS timeout.
+type purgingStore struct{ *cassandra.Store }
+
+func (p purgingStore) MarkDeadLetterReplayed(ctx context.Context, d cassandra.DeadLetter, _ string, _ time.Time) error {
+	if err := p.DeleteDeadLetter(ctx, d); err != nil {
+		return err
+	}
+	return casTimeout
+}
+
+// TestReplayMarkTimedOutOnAPurgedRowIsUnmarked: the serial read after a mark's timeout finds the
+// row gone: the copy stands, the dead letter is reported copied_unmarked, nothing is tried again.
+func TestReplayMarkTimedOutOnAPurgedRowIsUnmarked(t *testing.T) {
+	e := newEnv(t)
+	e.setRefused("a")
+	e.record("a")
+	e.drainFor(3)
+	e.setRefused()
+	var w waits
+	res, err := deadletter.Replay(context.Background(), purgingStore{e.store}, e.recorder("deadletters-replay"), e.filter(),
+		deadletter.ReplayOptions{ID: "purged", Now: e.clock.Now, Wait: w.wait})
+	if err != nil || res.Unmarked != 1 || res.Settled != 1 || len(w.ds) != 0 {
+		t.Fatalf("replay: %+v, %v, waited %v; want a copied unmarked after one serial read, no retry", res, err, w.ds)
+	}
+	e.drainFor(3)
+	if got := e.callsOf("a"); len(got) != 2 || got[1] != 1 {
+		t.Errorf("a was called at generations %v, want [0 1]", got)
+	}
+}
