@@ -58,9 +58,9 @@ type Schedule struct {
 	// rejoins as a follower).
 	LeaderKill    time.Duration
 	LeaderRestart time.Duration
-	// Pause is when the ring is paused with `retryring ctl pause` (once the downstream recovered,
-	// at the next call that reaches it), for PauseFor, then resumed with `ctl resume`; a zero
-	// PauseFor pauses nothing.
+	// Pause is when the ring is paused with `retryring ctl pause` (once the downstream recovered
+	// and no kill is under way, at the next call that reaches it), for PauseFor, then resumed
+	// with `ctl resume`; a zero PauseFor pauses nothing.
 	Pause, PauseFor time.Duration
 }
 

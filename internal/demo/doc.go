@@ -18,8 +18,8 @@
 //     the downstream recover once it has refused some calls and Duration503 has passed since the
 //     first refusal; kills a worker with SIGKILL at the moment it has a call under way at the
 //     downstream, and launches it again; once it is back, kills the coordinator leader with
-//     SIGKILL and launches it again later; pauses the ring at a call under way after the
-//     recovery; printing each event;
+//     SIGKILL and launches it again later; once both are back, pauses the ring at a call under
+//     way after the recovery; printing each event;
 //  6. ends when every recorded transaction is done (the stub answered 2xx or 409) or
 //     dead-lettered (es_dead_letters), and prints the summary: recorded, done, dead-lettered,
 //     lost, executed twice (explained), interleavings, time to drain, and what is left in the

@@ -14,7 +14,7 @@ import (
 // shows is how soon the workers obey: an execution may still start within one renewal of the
 // commit (the controls travel in the next lease element), none after that. So it pauses only
 // while executions are under way: after its time in the schedule, once the downstream answers
-// 200 again, at the next call that reaches it.
+// 200 again and no kill is under way, at the next call that reaches it.
 type pause struct {
 	mu        sync.Mutex
 	started   bool
@@ -25,12 +25,13 @@ type pause struct {
 }
 
 // due starts the pause once, on a goroutine of its own, when its time in the schedule has come
-// and the downstream recovered; the goroutine waits for an execution under way.
-func (p *pause) due(ctx context.Context, r *runner, since time.Duration, recovered bool) {
+// and ready (the downstream recovered, no kill under way); the goroutine waits for an execution
+// under way.
+func (p *pause) due(ctx context.Context, r *runner, since time.Duration, ready bool) {
 	s := r.cfg.Schedule
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.started || s.PauseFor == 0 || since < s.Pause || !recovered {
+	if p.started || s.PauseFor == 0 || since < s.Pause || !ready {
 		return
 	}
 	p.started = true

@@ -85,7 +85,8 @@ func (r *runner) drive(ctx context.Context) (Summary, error) {
 			r.insp.rows.Store(true)
 			since := now.Sub(p.drainStart)
 			r.faults.due(ctx, r.cluster, since)
-			p.pause.due(ctx, r, since, p.recovered)
+			// The pause waits for the faults too: an election under way would blur what it shows.
+			p.pause.due(ctx, r, since, p.recovered && r.faults.idle())
 		}
 
 		ledger := r.ledger(now)
