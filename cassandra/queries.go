@@ -127,6 +127,11 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ?`
 	cqlMarkDeadLetterReplayed = `UPDATE KS.es_dead_letters SET replayed_by = ?, replayed_at = ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?
 IF dead_at = ?`
+	// Read at the serial level after a mark whose outcome is unknown (a compare-and-set timeout):
+	// a serial read completes any Paxos round in progress on the row, so it sees the mark if it was
+	// accepted, where a quorum read could miss it.
+	cqlSelectDeadLetterMark = `SELECT dead_at, replayed_by FROM KS.es_dead_letters
+WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`
 	cqlDeleteDeadLetter = `DELETE FROM KS.es_dead_letters
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`
 	// A day of dead letters at once: one partition tombstone.

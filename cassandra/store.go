@@ -28,6 +28,9 @@ type StoreConfig struct {
 	// Retries is how many times an idempotent statement is sent again after a failure that
 	// Cassandra or the connection reported. Default 2; -1 means never.
 	Retries int
+	// SerialConsistency is the session's serial level (SERIAL or LOCAL_SERIAL, the default):
+	// a read that must see every accepted compare-and-set (ReplayMark) runs at it.
+	SerialConsistency string
 }
 
 // Store runs exactly the queries the data plane needs against one ring's directory. Every
@@ -46,6 +49,7 @@ type Store struct {
 	statements *atomic.Uint64
 	tracer     gocql.Tracer
 	guard      func(context.Context) error
+	serial     gocql.SerialConsistency
 }
 
 // NewStore checks cfg and prepares the statements' text for its keyspace.
@@ -71,6 +75,13 @@ func NewStore(session *gocql.Session, cfg StoreConfig) (*Store, error) {
 	if cfg.Retries == 0 {
 		cfg.Retries = 2
 	}
+	if cfg.SerialConsistency == "" {
+		cfg.SerialConsistency = DefaultSerialConsistency
+	}
+	serial, err := ParseSerialConsistency(cfg.SerialConsistency)
+	if err != nil {
+		return nil, err
+	}
 	st := &Store{
 		session:    session,
 		ring:       cfg.Ring,
@@ -78,6 +89,7 @@ func NewStore(session *gocql.Session, cfg StoreConfig) (*Store, error) {
 		pageSize:   cfg.PageSize,
 		stmts:      map[string]string{},
 		statements: new(atomic.Uint64),
+		serial:     serial,
 	}
 	if cfg.Retries > 0 {
 		st.retry = &gocql.SimpleRetryPolicy{NumRetries: cfg.Retries}
@@ -98,7 +110,7 @@ var allStatements = []string{
 	cqlSelectDayCheckpoint, cqlInsertDayCheckpoint, cqlUpdateDayCheckpoint,
 	cqlSelectMarker, cqlInsertMarker, cqlSetFloor,
 	cqlInsertDeadLetter, cqlSelectDeadLetters, cqlMarkDeadLetterReplayed, cqlDeleteDeadLetter, cqlDeleteDeadLetterDay,
-	cqlInsertReplayRun, cqlSelectReplayRun,
+	cqlInsertReplayRun, cqlSelectReplayRun, cqlSelectDeadLetterMark,
 }
 
 // Ring is the ring whose directory the Store serves.
