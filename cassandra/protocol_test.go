@@ -206,3 +206,36 @@ func TestDeleteStampedNowLosesToLateWriter(t *testing.T) {
 		t.Fatal("expected the unchecked delete to hide the late write")
 	}
 }
+
+// A delete's tombstone carries the timestamp it was given, in the statement, whatever clock
+// stamps the Store's other writes: a row stamped after it survives, one stamped at it does not
+// (the tombstone wins a tie). CheckedDeleteTime puts it max_clock_offset and a microsecond before
+// the check's reading.
+func TestDeleteCarriesItsTimestamp(t *testing.T) {
+	ctx := ctxT(t)
+	st := storetest.Store(t, 1)
+	w := window.Window{Day: window.Date{Year: 2026, Month: time.October, Day: 13}, Minute: 7, Length: 1}
+	rowAt := time.Date(2026, time.October, 13, 0, 7, 30, 0, time.UTC)
+	if err := st.WithWriteClock(clocktest.New(rowAt)).InsertWindow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	deleter := st.WithWriteClock(clocktest.New(rowAt.Add(time.Hour))) // its own clock plays no part
+	if err := deleter.DeleteWindow(ctx, w, rowAt.Add(-time.Microsecond)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.HasWindow(ctx, w); err != nil || !ok {
+		t.Fatalf("a row stamped after the tombstone is gone: %v, %v", ok, err)
+	}
+	if err := deleter.DeleteWindow(ctx, w, rowAt); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.HasWindow(ctx, w); err != nil || ok {
+		t.Fatalf("a row stamped at the tombstone survived: %v, %v", ok, err)
+	}
+
+	checkedAt := time.Date(2026, time.October, 13, 0, 8, 2, 700, time.UTC) // 700 ns past a µs
+	got := cassandra.CheckedDeleteTime(checkedAt, maxOffset).UnixMicro()
+	if want := checkedAt.UnixMicro() - maxOffset.Microseconds() - 1; got != want {
+		t.Fatalf("CheckedDeleteTime = %d µs, want %d", got, want)
+	}
+}
