@@ -272,7 +272,7 @@ func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 	if survivors > 0 {
 		s.count(&s.stats.BucketsKept)
 		s.log.Info().Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).Int("rows", survivors).
-			Msg("bucket kept: rows written into it after it was read survived its delete; a later pass reads them")
+			Msg("bucket kept: rows stamped less than max_clock_offset before its delete survived it (written after it was read, or just before); a later pass reads them again")
 		return false
 	}
 	s.count(&s.stats.BucketsDeleted)
