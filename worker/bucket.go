@@ -224,7 +224,8 @@ func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, tok
 // finish waits for the bucket's rows and, when every row read finished, deletes the bucket
 // partition and then its tier-4 row. It reports whether the bucket is gone. A partial bucket
 // (stopped, refused, a row that did not finish) is kept whole for a later pass, and so is one
-// into which a row was written after the read (it survives the partition delete).
+// whose partition delete left rows stamped within max_clock_offset of it (a row written after
+// the read, or just before).
 func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 	run.wg.Wait()
 	seen, finished := run.seen.Load(), run.finished.Load()
