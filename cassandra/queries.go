@@ -10,6 +10,10 @@ import "strings"
 // Every statement binds every partition-key column as a parameter, which is what lets gocql's
 // token-aware policy send it straight to a replica of that partition.
 const (
+	// The deletes of tiers 1 to 5 carry their timestamp in the statement (USING TIMESTAMP, chosen
+	// once by the deleter: see CheckedDeleteTime), never the driver's: a retry of the statement
+	// must not stamp it later, and the deleter's clock reading must come from before its check.
+
 	// Tier 1: the days of a year that may hold work.
 	cqlInsertDay = `INSERT INTO KS.es_days_by_year (region, cluster, service_name, year, date_of_year)
 VALUES (?, ?, ?, ?, ?)`
@@ -18,7 +22,7 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? AND date_of_y
 ORDER BY date_of_year ASC`
 	cqlSelectDay = `SELECT date_of_year FROM KS.es_days_by_year
 WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? AND date_of_year = ?`
-	cqlDeleteDay = `DELETE FROM KS.es_days_by_year
+	cqlDeleteDay = `DELETE FROM KS.es_days_by_year USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? AND date_of_year = ?`
 
 	// Tier 2: the windows of a day that may hold work.
@@ -29,7 +33,7 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND m
 ORDER BY minute_of_day ASC`
 	cqlSelectWindow = `SELECT minute_of_day FROM KS.es_retry_windows_by_day
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?`
-	cqlDeleteWindow = `DELETE FROM KS.es_retry_windows_by_day
+	cqlDeleteWindow = `DELETE FROM KS.es_retry_windows_by_day USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?`
 
 	// Tier 3: the instance markers of a window, clustered by the token of the instance id.
@@ -44,7 +48,7 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND m
 	cqlSelectInstancesLimit = `SELECT instance_id_token, instance_id FROM KS.es_instances_by_retry_window
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
 LIMIT ?`
-	cqlDeleteInstance = `DELETE FROM KS.es_instances_by_retry_window
+	cqlDeleteInstance = `DELETE FROM KS.es_instances_by_retry_window USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
 AND instance_id_token = ? AND instance_id = ?`
 
@@ -54,7 +58,7 @@ AND instance_id_token = ? AND instance_id = ?`
 VALUES (?, ?, ?, ?, ?, ?, ?)`
 	cqlSelectBuckets = `SELECT bucket_index FROM KS.es_buckets_by_instance
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ? AND instance_id = ?`
-	cqlDeleteBucket = `DELETE FROM KS.es_buckets_by_instance
+	cqlDeleteBucket = `DELETE FROM KS.es_buckets_by_instance USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ? AND instance_id = ?
 AND bucket_index = ?`
 
@@ -69,7 +73,7 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND m
 AND instance_id = ? AND bucket_index = ?`
 	// The partition delete: one partition tombstone for the whole bucket, never counted by
 	// later reads, dropped whole by compaction.
-	cqlDeleteBucketPartition = `DELETE FROM KS.es_retry_transactions_by_instance
+	cqlDeleteBucketPartition = `DELETE FROM KS.es_retry_transactions_by_instance USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
 AND instance_id = ? AND bucket_index = ?`
 	cqlDeleteTransaction = `DELETE FROM KS.es_retry_transactions_by_instance

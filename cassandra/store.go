@@ -50,6 +50,7 @@ type Store struct {
 	tracer     gocql.Tracer
 	guard      func(context.Context) error
 	serial     gocql.SerialConsistency
+	writeClock lease.Clock // nil: the driver stamps plain writes with the wall clock
 }
 
 // NewStore checks cfg and prepares the statements' text for its keyspace.
@@ -142,6 +143,24 @@ func (s *Store) WithGuard(guard func(context.Context) error) *Store {
 	return &c
 }
 
+// WithWriteClock returns a Store that shares everything with s but stamps every plain write it
+// sends (not the compare-and-sets, whose timestamps Paxos chooses, nor the statements that carry
+// their own USING TIMESTAMP) with clock's reading instead of the driver's wall clock. Tests use
+// it to run writers whose clocks are off by a known amount; production leaves the driver's.
+func (s *Store) WithWriteClock(clock lease.Clock) *Store {
+	c := *s
+	c.writeClock = clock
+	return &c
+}
+
+// stampNow is the reading this Store's plain writes are stamped with.
+func (s *Store) stampNow() time.Time {
+	if s.writeClock != nil {
+		return s.writeClock.Now()
+	}
+	return time.Now()
+}
+
 func (s *Store) check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		// Past its deadline already (a caller stalled after its lease check): do not send.
@@ -184,7 +203,11 @@ func (s *Store) exec(ctx context.Context, stmt string, args ...any) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.query(ctx, stmt, true, args...).Exec()
+	q := s.query(ctx, stmt, true, args...)
+	if s.writeClock != nil {
+		q = q.WithTimestamp(s.writeClock.Now().UnixMicro())
+	}
+	return q.Exec()
 }
 
 // cas runs a compare-and-set (never retried: whether it applied is the answer).
@@ -233,6 +256,19 @@ func ValidateInstanceID(id string) error {
 
 func day(d window.Date) time.Time { return d.Time() }
 
+// CheckedDeleteTime is the timestamp of a delete that can race a writer (docs/schema.md,
+// "Checked deletes"): checkedAt is the deleter's clock reading taken before it checked that the
+// level below is empty, maxClockOffset the bound between any two processes' clocks. A writer
+// within the bound that writes after the check stamps its row at checkedAt − maxClockOffset or
+// later, so the row is newer than the tombstone and survives it (Cassandra's tombstone wins ties,
+// hence the extra microsecond); every row written maxClockOffset before the check is hidden.
+func CheckedDeleteTime(checkedAt time.Time, maxClockOffset time.Duration) time.Time {
+	return checkedAt.Add(-maxClockOffset - time.Microsecond)
+}
+
+// micros is a write timestamp in Cassandra's unit.
+func micros(at time.Time) int64 { return at.UnixMicro() }
+
 // --- Tier 1 -------------------------------------------------------------------------------
 
 // InsertDay writes the tier-1 row of a day.
@@ -266,10 +302,11 @@ func (s *Store) HasDay(ctx context.Context, d window.Date) (bool, error) {
 	return s.exists(ctx, cqlSelectDay, r.Region, r.Cluster, r.Service, d.Year, day(d))
 }
 
-// DeleteDay deletes the tier-1 row of a day (Node-0 only, behind its gates).
-func (s *Store) DeleteDay(ctx context.Context, d window.Date) error {
+// DeleteDay deletes the tier-1 row of a day (Node-0 only, behind its gates) with a tombstone
+// stamped at: it hides the row's cells written at or before at, in whatever order they arrive.
+func (s *Store) DeleteDay(ctx context.Context, d window.Date, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteDay, r.Region, r.Cluster, r.Service, d.Year, day(d))
+	return s.exec(ctx, cqlDeleteDay, micros(at), r.Region, r.Cluster, r.Service, d.Year, day(d))
 }
 
 // --- Tier 2 -------------------------------------------------------------------------------
@@ -307,10 +344,11 @@ func (s *Store) HasWindow(ctx context.Context, w window.Window) (bool, error) {
 	return s.exists(ctx, cqlSelectWindow, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute)
 }
 
-// DeleteWindow deletes the tier-2 row of a window (Node-0 only, behind both gates).
-func (s *Store) DeleteWindow(ctx context.Context, w window.Window) error {
+// DeleteWindow deletes the tier-2 row of a window (Node-0 only, behind both gates) with a
+// tombstone stamped at (see DeleteDay).
+func (s *Store) DeleteWindow(ctx context.Context, w window.Window, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteWindow, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute)
+	return s.exec(ctx, cqlDeleteWindow, micros(at), r.Region, r.Cluster, r.Service, day(w.Day), w.Minute)
 }
 
 // --- Tier 3 -------------------------------------------------------------------------------
@@ -374,10 +412,10 @@ func (s *Store) scanInstances(ctx context.Context, stmt string, args ...any) ([]
 }
 
 // DeleteInstance deletes the tier-3 marker of an instance in a window (the worker that owns its
-// token, once every bucket of it is gone).
-func (s *Store) DeleteInstance(ctx context.Context, w window.Window, instanceID string) error {
+// token, once every bucket of it is gone) with a tombstone stamped at (see DeleteDay).
+func (s *Store) DeleteInstance(ctx context.Context, w window.Window, instanceID string, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteInstance, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute,
+	return s.exec(ctx, cqlDeleteInstance, micros(at), r.Region, r.Cluster, r.Service, day(w.Day), w.Minute,
 		Token(instanceID), instanceID)
 }
 
@@ -407,10 +445,11 @@ func (s *Store) ListBuckets(ctx context.Context, w window.Window, instanceID str
 	return out, nil
 }
 
-// DeleteBucket deletes the tier-4 row of a bucket, after its tier-5 partition is gone.
-func (s *Store) DeleteBucket(ctx context.Context, w window.Window, instanceID string, bucket int) error {
+// DeleteBucket deletes the tier-4 row of a bucket, after its tier-5 partition is gone, with a
+// tombstone stamped at (see DeleteDay).
+func (s *Store) DeleteBucket(ctx context.Context, w window.Window, instanceID string, bucket int, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteBucket, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute, instanceID, bucket)
+	return s.exec(ctx, cqlDeleteBucket, micros(at), r.Region, r.Cluster, r.Service, day(w.Day), w.Minute, instanceID, bucket)
 }
 
 // --- Tier 5 -------------------------------------------------------------------------------
@@ -445,6 +484,9 @@ func (s *Store) InsertTransactions(ctx context.Context, b BucketKey, ts []Transa
 		}
 		if s.tracer != nil {
 			batch.Trace(s.tracer)
+		}
+		if s.writeClock != nil {
+			batch.WithTimestamp(s.writeClock.Now().UnixMicro())
 		}
 		for _, t := range ts[:n] {
 			args := append(s.bucketArgs(b), t.ID, t.AddedAt, t.AllocationKey, t.ImplType, t.Attempt, t.Replay)
@@ -517,10 +559,10 @@ func (s *Store) ForEachTransaction(ctx context.Context, b BucketKey, fn func(Tra
 	}
 }
 
-// DeleteBucketPartition deletes a whole tier-5 bucket with one partition tombstone: the only
-// way a worker removes failures it is done with.
-func (s *Store) DeleteBucketPartition(ctx context.Context, b BucketKey) error {
-	return s.exec(ctx, cqlDeleteBucketPartition, s.bucketArgs(b)...)
+// DeleteBucketPartition deletes a whole tier-5 bucket with one partition tombstone stamped at
+// (see DeleteDay): the only way a worker removes failures it is done with.
+func (s *Store) DeleteBucketPartition(ctx context.Context, b BucketKey, at time.Time) error {
+	return s.exec(ctx, cqlDeleteBucketPartition, append([]any{micros(at)}, s.bucketArgs(b)...)...)
 }
 
 // DeleteTransaction deletes one tier-5 row. It leaves a row tombstone that every later read of

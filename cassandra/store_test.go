@@ -114,27 +114,27 @@ func TestDirectoryRoundTrip(t *testing.T) {
 	}
 
 	// Deletes, tier by tier.
-	if err := st.DeleteBucket(ctx, w, "pod-a", 1); err != nil {
+	if err := st.DeleteBucket(ctx, w, "pod-a", 1, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if bs, _ := st.ListBuckets(ctx, w, "pod-a"); !slices.Equal(bs, []int{0, 2}) {
 		t.Fatalf("buckets after delete = %v", bs)
 	}
 	for _, id := range []string{"pod-a", "pod-b", "pod-c"} {
-		if err := st.DeleteInstance(ctx, w, id); err != nil {
+		if err := st.DeleteInstance(ctx, w, id, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if any, err := st.HasInstances(ctx, w); err != nil || any {
 		t.Fatalf("HasInstances after deletes = %v, %v", any, err)
 	}
-	if err := st.DeleteWindow(ctx, w); err != nil {
+	if err := st.DeleteWindow(ctx, w, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := st.HasWindow(ctx, w); ok {
 		t.Fatal("window still there")
 	}
-	if err := st.DeleteDay(ctx, d2); err != nil {
+	if err := st.DeleteDay(ctx, d2, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if days, _ := st.ListDays(ctx, 2026, window.FirstOfYear(2026)); !slices.Equal(days, []window.Date{d3}) {
@@ -260,7 +260,7 @@ func TestBucketPagingAndPartitionDelete(t *testing.T) {
 	if err := st.ForEachTransaction(ctx, b, func(cassandra.Transaction) error { n++; return nil }); err != nil || n != 249 {
 		t.Fatalf("after row delete: %d rows, %v", n, err)
 	}
-	if err := st.DeleteBucketPartition(ctx, b); err != nil {
+	if err := st.DeleteBucketPartition(ctx, b, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	rows, next, err := st.ReadBucketPage(ctx, b, nil)
