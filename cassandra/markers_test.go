@@ -168,3 +168,29 @@ VALUES ('orders', ?, 'Pay', ?, 'w-old', ?) USING TTL ?`
 		t.Errorf("a new COMMITTED over a legacy DEAD_LETTERED: %+v; want COMMITTED first", m)
 	}
 }
+
+// TestExpiringFollowsTheReadOrder: the part of a marker that finishes a row is the first in the
+// read order COMMITTED, floor, DEAD_LETTERED; its TTL is the one that must not run out under a
+// kept bucket.
+func TestExpiringFollowsTheReadOrder(t *testing.T) {
+	day := 24 * time.Hour
+	row := cassandra.Copy{Attempt: 1}
+	for _, c := range []struct {
+		name string
+		m    cassandra.Marker
+		want bool
+	}{
+		{"COMMITTED for a week, over a floor that expires in an hour",
+			cassandra.Marker{State: cassandra.MarkerCommitted, StateTTL: 7 * day, Floor: cassandra.Copy{Attempt: 2}, HasFloor: true, FloorTTL: time.Hour}, false},
+		{"COMMITTED that expires in an hour",
+			cassandra.Marker{State: cassandra.MarkerCommitted, StateTTL: time.Hour}, true},
+		{"a floor past the row that expires in an hour, under a DEAD_LETTERED for a week",
+			cassandra.Marker{State: cassandra.MarkerDeadLettered, StateTTL: 7 * day, Floor: cassandra.Copy{Attempt: 2}, HasFloor: true, FloorTTL: time.Hour}, true},
+		{"DEAD_LETTERED before floors, for a week",
+			cassandra.Marker{State: cassandra.MarkerDeadLettered, StateTTL: 7 * day}, false},
+	} {
+		if got := c.m.Expiring(row, day); got != c.want {
+			t.Errorf("%s: Expiring within a day = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
