@@ -61,10 +61,10 @@ func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Tra
 	case found && m.InProgressOwner != "" && m.InProgressOwner != s.cfg.WorkerID:
 		// Another worker started this step less than its execution timeout plus MarkerMargin ago
 		// (the IN_PROGRESS cells' TTL), and nothing finishes the row: no COMMITTED, no floor past
-		// it, no DEAD_LETTERED before floors. Token leases keep one instance's rows to one worker, so this is
-		// either the same step recorded under two instances, which may be running right now, or
-		// the marker of a worker that died mid-call, which expires soon. Leave the row for a pass
-		// after the marker turned COMMITTED or expired.
+		// it, no DEAD_LETTERED before floors. Token leases keep one instance's rows to one worker,
+		// so this is either the same step recorded under two instances, which may be running right
+		// now, or the marker of a worker that died mid-call, which expires soon. Leave the row for
+		// a pass after the marker turned COMMITTED or expired.
 		s.count(&s.stats.SkippedInProgress)
 		return false, errElsewhere
 	}
