@@ -96,20 +96,34 @@ VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS`
 	cqlUpdateDayCheckpoint = `UPDATE KS.es_day_checkpoints SET first_live_date = ?, version = ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? IF version = ?`
 
-	// STRICT execution markers.
-	cqlSelectMarker = `SELECT execution_state, lease_owner, updated_at, floor_replay, floor_attempt,
-TTL(execution_state), TTL(floor_attempt) FROM KS.es_execution_markers
+	// STRICT execution markers. IN_PROGRESS, COMMITTED and DEAD_LETTERED each have cells of
+	// their own, written only by their own statement below: an IN_PROGRESS that lands late, or
+	// expires (its tombstone at its write timestamp), and a duplicate copy's DEAD_LETTERED leave a
+	// COMMITTED as it was (invariants 7 and 9). execution_state, lease_owner and updated_at are
+	// where a release before these cells wrote every state: read, never written, until what they
+	// hold expired (one retention period after the upgrade).
+	cqlSelectMarker = `SELECT committed_by, committed_at, TTL(committed_at),
+dead_lettered_by, dead_lettered_at, TTL(dead_lettered_at),
+in_progress_by, in_progress_at, TTL(in_progress_at),
+execution_state, lease_owner, updated_at, TTL(execution_state),
+floor_replay, floor_attempt, TTL(floor_attempt) FROM KS.es_execution_markers
 WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
-	// The floor has cells of its own, written only here: the state statement above never
-	// touches them. Its write timestamp is the copy's order (floorTimestamp), so that of two
-	// floor writes the newer copy wins whatever order they land in: a late write for an older
-	// copy never lowers the floor.
+	// The floor has cells of its own, written only here: the state statements never touch
+	// them. Its write timestamp is the copy's order (floorTimestamp), so that of two floor
+	// writes the newer copy wins whatever order they land in: a late write for an older copy
+	// never lowers the floor.
 	cqlSetFloor = `UPDATE KS.es_execution_markers USING TTL ? AND TIMESTAMP ?
 SET floor_replay = ?, floor_attempt = ?
 WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
-	cqlInsertMarker = `INSERT INTO KS.es_execution_markers
-(service_name, transaction_id, span_key, execution_state, lease_owner, updated_at)
-VALUES (?, ?, ?, ?, ?, ?) USING TTL ?`
+	cqlMarkInProgress = `UPDATE KS.es_execution_markers USING TTL ?
+SET in_progress_by = ?, in_progress_at = ?
+WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
+	cqlMarkCommitted = `UPDATE KS.es_execution_markers USING TTL ?
+SET committed_by = ?, committed_at = ?
+WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
+	cqlMarkDeadLettered = `UPDATE KS.es_execution_markers USING TTL ?
+SET dead_lettered_by = ?, dead_lettered_at = ?
+WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
 
 	// Dead letters.
 	// A dead letter is written whole, its replay mark cleared: the same step given up on again

@@ -109,7 +109,7 @@ var allStatements = []string{
 	cqlInsertTransaction, cqlSelectTransactions, cqlDeleteBucketPartition, cqlDeleteTransaction,
 	cqlSelectWindowCheckpoint, cqlInsertWindowCheckpoint, cqlUpdateWindowCheckpoint,
 	cqlSelectDayCheckpoint, cqlInsertDayCheckpoint, cqlUpdateDayCheckpoint,
-	cqlSelectMarker, cqlInsertMarker, cqlSetFloor,
+	cqlSelectMarker, cqlSetFloor, cqlMarkInProgress, cqlMarkCommitted, cqlMarkDeadLettered,
 	cqlInsertDeadLetter, cqlSelectDeadLetters, cqlMarkDeadLetterReplayed, cqlDeleteDeadLetter, cqlDeleteDeadLetterDay,
 	cqlInsertReplayRun, cqlSelectReplayRun, cqlSelectDeadLetterMark,
 }

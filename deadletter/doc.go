@@ -18,7 +18,9 @@
 //     one the step's next dead letter was written over is not marked for it. Such a dead letter
 //     is reported (copied_unmarked) and not tried again. It stays until purged.
 //
-// Before 1, the step's marker is read: COMMITTED means nothing is left to retry (already_done);
+// Before 1, the step's marker is read: COMMITTED means nothing is left to retry (already_done),
+// even under a DEAD_LETTERED written after it (a duplicate copy of the step given up on after
+// another copy succeeded);
 // a floor past (g+1, 0) means a newer copy of the step exists already (an earlier replay whose
 // mark was lost, and whose copy ran since), so the copy would be finished at once without a call:
 // nothing is written and the dead letter is reported superseded, in a dry run too.

@@ -36,7 +36,9 @@
 //	                                     the Concurrency semaphore before it runs, so the next page is
 //	                                     read only when the current one is dispatched
 //
-// Each row: read its marker (span_key = impl type); COMMITTED → skip for good; a floor above the
+// Each row: read its marker (span_key = impl type; each state in cells of its own, read in this
+// order, so that no later write of a stalled or duplicate copy hides a COMMITTED); COMMITTED →
+// skip for good; a floor above the
 // row's copy (replay generation, attempt) → skip for good, superseded: a newer copy of the step
 // runs at the window its backoff chose (invariant 9); DEAD_LETTERED without a floor (written
 // before floors were) → skip for good; another worker's IN_PROGRESS that has not expired → leave
