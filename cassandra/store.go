@@ -28,6 +28,9 @@ type StoreConfig struct {
 	// Retries is how many times an idempotent statement is sent again after a failure that
 	// Cassandra or the connection reported. Default 2; -1 means never.
 	Retries int
+	// SerialConsistency is the session's serial level (SERIAL or LOCAL_SERIAL, the default):
+	// a read that must see every accepted compare-and-set (ReplayMark) runs at it.
+	SerialConsistency string
 }
 
 // Store runs exactly the queries the data plane needs against one ring's directory. Every
@@ -46,6 +49,8 @@ type Store struct {
 	statements *atomic.Uint64
 	tracer     gocql.Tracer
 	guard      func(context.Context) error
+	serial     gocql.SerialConsistency
+	writeClock lease.Clock // nil: the driver stamps plain writes with the wall clock
 }
 
 // NewStore checks cfg and prepares the statements' text for its keyspace.
@@ -71,6 +76,13 @@ func NewStore(session *gocql.Session, cfg StoreConfig) (*Store, error) {
 	if cfg.Retries == 0 {
 		cfg.Retries = 2
 	}
+	if cfg.SerialConsistency == "" {
+		cfg.SerialConsistency = DefaultSerialConsistency
+	}
+	serial, err := ParseSerialConsistency(cfg.SerialConsistency)
+	if err != nil {
+		return nil, err
+	}
 	st := &Store{
 		session:    session,
 		ring:       cfg.Ring,
@@ -78,6 +90,7 @@ func NewStore(session *gocql.Session, cfg StoreConfig) (*Store, error) {
 		pageSize:   cfg.PageSize,
 		stmts:      map[string]string{},
 		statements: new(atomic.Uint64),
+		serial:     serial,
 	}
 	if cfg.Retries > 0 {
 		st.retry = &gocql.SimpleRetryPolicy{NumRetries: cfg.Retries}
@@ -96,9 +109,9 @@ var allStatements = []string{
 	cqlInsertTransaction, cqlSelectTransactions, cqlDeleteBucketPartition, cqlDeleteTransaction,
 	cqlSelectWindowCheckpoint, cqlInsertWindowCheckpoint, cqlUpdateWindowCheckpoint,
 	cqlSelectDayCheckpoint, cqlInsertDayCheckpoint, cqlUpdateDayCheckpoint,
-	cqlSelectMarker, cqlInsertMarker, cqlSetFloor,
+	cqlSelectMarker, cqlSetFloor, cqlMarkInProgress, cqlMarkCommitted, cqlMarkDeadLettered,
 	cqlInsertDeadLetter, cqlSelectDeadLetters, cqlMarkDeadLetterReplayed, cqlDeleteDeadLetter, cqlDeleteDeadLetterDay,
-	cqlInsertReplayRun, cqlSelectReplayRun,
+	cqlInsertReplayRun, cqlSelectReplayRun, cqlSelectDeadLetterMark,
 }
 
 // Ring is the ring whose directory the Store serves.
@@ -128,6 +141,24 @@ func (s *Store) WithGuard(guard func(context.Context) error) *Store {
 	c := *s
 	c.guard = guard
 	return &c
+}
+
+// WithWriteClock returns a Store that shares everything with s but stamps every plain write it
+// sends (not the compare-and-sets, whose timestamps Paxos chooses, nor the statements that carry
+// their own USING TIMESTAMP) with clock's reading instead of the driver's wall clock. Tests use
+// it to run writers whose clocks are off by a known amount; production leaves the driver's.
+func (s *Store) WithWriteClock(clock lease.Clock) *Store {
+	c := *s
+	c.writeClock = clock
+	return &c
+}
+
+// stampNow is the reading this Store's plain writes are stamped with.
+func (s *Store) stampNow() time.Time {
+	if s.writeClock != nil {
+		return s.writeClock.Now()
+	}
+	return time.Now()
 }
 
 func (s *Store) check(ctx context.Context) error {
@@ -172,7 +203,11 @@ func (s *Store) exec(ctx context.Context, stmt string, args ...any) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	return s.query(ctx, stmt, true, args...).Exec()
+	q := s.query(ctx, stmt, true, args...)
+	if s.writeClock != nil {
+		q = q.WithTimestamp(s.writeClock.Now().UnixMicro())
+	}
+	return q.Exec()
 }
 
 // cas runs a compare-and-set (never retried: whether it applied is the answer).
@@ -221,6 +256,19 @@ func ValidateInstanceID(id string) error {
 
 func day(d window.Date) time.Time { return d.Time() }
 
+// CheckedDeleteTime is the timestamp of a delete that can race a writer (docs/schema.md,
+// "Checked deletes"): checkedAt is the deleter's clock reading taken before it checked that the
+// level below is empty, maxClockOffset the bound between any two processes' clocks. A writer
+// within the bound that writes after the check stamps its row at checkedAt − maxClockOffset or
+// later, so the row is newer than the tombstone and survives it (Cassandra's tombstone wins ties,
+// hence the extra microsecond); every row written maxClockOffset before the check is hidden.
+func CheckedDeleteTime(checkedAt time.Time, maxClockOffset time.Duration) time.Time {
+	return checkedAt.Add(-maxClockOffset - time.Microsecond)
+}
+
+// micros is a write timestamp in Cassandra's unit.
+func micros(at time.Time) int64 { return at.UnixMicro() }
+
 // --- Tier 1 -------------------------------------------------------------------------------
 
 // InsertDay writes the tier-1 row of a day.
@@ -254,10 +302,11 @@ func (s *Store) HasDay(ctx context.Context, d window.Date) (bool, error) {
 	return s.exists(ctx, cqlSelectDay, r.Region, r.Cluster, r.Service, d.Year, day(d))
 }
 
-// DeleteDay deletes the tier-1 row of a day (Node-0 only, behind its gates).
-func (s *Store) DeleteDay(ctx context.Context, d window.Date) error {
+// DeleteDay deletes the tier-1 row of a day (Node-0 only, behind its gates) with a tombstone
+// stamped at: it hides the row's cells written at or before at, in whatever order they arrive.
+func (s *Store) DeleteDay(ctx context.Context, d window.Date, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteDay, r.Region, r.Cluster, r.Service, d.Year, day(d))
+	return s.exec(ctx, cqlDeleteDay, micros(at), r.Region, r.Cluster, r.Service, d.Year, day(d))
 }
 
 // --- Tier 2 -------------------------------------------------------------------------------
@@ -295,10 +344,11 @@ func (s *Store) HasWindow(ctx context.Context, w window.Window) (bool, error) {
 	return s.exists(ctx, cqlSelectWindow, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute)
 }
 
-// DeleteWindow deletes the tier-2 row of a window (Node-0 only, behind both gates).
-func (s *Store) DeleteWindow(ctx context.Context, w window.Window) error {
+// DeleteWindow deletes the tier-2 row of a window (Node-0 only, behind both gates) with a
+// tombstone stamped at (see DeleteDay).
+func (s *Store) DeleteWindow(ctx context.Context, w window.Window, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteWindow, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute)
+	return s.exec(ctx, cqlDeleteWindow, micros(at), r.Region, r.Cluster, r.Service, day(w.Day), w.Minute)
 }
 
 // --- Tier 3 -------------------------------------------------------------------------------
@@ -362,10 +412,10 @@ func (s *Store) scanInstances(ctx context.Context, stmt string, args ...any) ([]
 }
 
 // DeleteInstance deletes the tier-3 marker of an instance in a window (the worker that owns its
-// token, once every bucket of it is gone).
-func (s *Store) DeleteInstance(ctx context.Context, w window.Window, instanceID string) error {
+// token, once every bucket of it is gone) with a tombstone stamped at (see DeleteDay).
+func (s *Store) DeleteInstance(ctx context.Context, w window.Window, instanceID string, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteInstance, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute,
+	return s.exec(ctx, cqlDeleteInstance, micros(at), r.Region, r.Cluster, r.Service, day(w.Day), w.Minute,
 		Token(instanceID), instanceID)
 }
 
@@ -395,10 +445,11 @@ func (s *Store) ListBuckets(ctx context.Context, w window.Window, instanceID str
 	return out, nil
 }
 
-// DeleteBucket deletes the tier-4 row of a bucket, after its tier-5 partition is gone.
-func (s *Store) DeleteBucket(ctx context.Context, w window.Window, instanceID string, bucket int) error {
+// DeleteBucket deletes the tier-4 row of a bucket, after its tier-5 partition is gone, with a
+// tombstone stamped at (see DeleteDay).
+func (s *Store) DeleteBucket(ctx context.Context, w window.Window, instanceID string, bucket int, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteBucket, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute, instanceID, bucket)
+	return s.exec(ctx, cqlDeleteBucket, micros(at), r.Region, r.Cluster, r.Service, day(w.Day), w.Minute, instanceID, bucket)
 }
 
 // --- Tier 5 -------------------------------------------------------------------------------
@@ -433,6 +484,9 @@ func (s *Store) InsertTransactions(ctx context.Context, b BucketKey, ts []Transa
 		}
 		if s.tracer != nil {
 			batch.Trace(s.tracer)
+		}
+		if s.writeClock != nil {
+			batch.WithTimestamp(s.writeClock.Now().UnixMicro())
 		}
 		for _, t := range ts[:n] {
 			args := append(s.bucketArgs(b), t.ID, t.AddedAt, t.AllocationKey, t.ImplType, t.Attempt, t.Replay)
@@ -505,10 +559,10 @@ func (s *Store) ForEachTransaction(ctx context.Context, b BucketKey, fn func(Tra
 	}
 }
 
-// DeleteBucketPartition deletes a whole tier-5 bucket with one partition tombstone: the only
-// way a worker removes failures it is done with.
-func (s *Store) DeleteBucketPartition(ctx context.Context, b BucketKey) error {
-	return s.exec(ctx, cqlDeleteBucketPartition, s.bucketArgs(b)...)
+// DeleteBucketPartition deletes a whole tier-5 bucket with one partition tombstone stamped at
+// (see DeleteDay): the only way a worker removes failures it is done with.
+func (s *Store) DeleteBucketPartition(ctx context.Context, b BucketKey, at time.Time) error {
+	return s.exec(ctx, cqlDeleteBucketPartition, append([]any{micros(at)}, s.bucketArgs(b)...)...)
 }
 
 // DeleteTransaction deletes one tier-5 row. It leaves a row tombstone that every later read of
