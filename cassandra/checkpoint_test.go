@@ -103,7 +103,7 @@ func TestCheckpointKeepsScansOffTombstones(t *testing.T) {
 	}
 	cp, _ := st.WindowCheckpoint(ctx, d)
 	for m := range 250 {
-		if err := st.DeleteWindow(ctx, window.Window{Day: d, Minute: m, Length: 1}); err != nil {
+		if err := st.DeleteWindow(ctx, window.Window{Day: d, Minute: m, Length: 1}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

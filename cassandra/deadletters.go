@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -117,4 +118,30 @@ func (s *Store) StartReplayRun(ctx context.Context, id string, at time.Time) (ti
 		return time.Time{}, fmt.Errorf("cassandra: replay run %q not found after its insert", id)
 	}
 	return started, nil
+}
+
+// ReplayMark reads the replay mark of the row d was read from, at the Store's serial level: after
+// a mark whose outcome is unknown (a compare-and-set that timed out may still be accepted), a
+// serial read finishes any Paxos round in progress on the row first, so what it returns is the
+// outcome. current is false when the row is not d's any more (purged, or given up on again); by
+// is the replay id that marked it ("" for none).
+func (s *Store) ReplayMark(ctx context.Context, d DeadLetter) (by string, current bool, err error) {
+	r, t := s.ring, d.Transaction
+	if err := s.check(ctx); err != nil {
+		return "", false, err
+	}
+	var deadAt time.Time
+	var replayedBy *string
+	err = s.query(ctx, cqlSelectDeadLetterMark, read, r.Region, r.Cluster, r.Service, day(d.DeadDay()), t.ID, t.ImplType).
+		Consistency(gocql.Consistency(s.serial)).Scan(&deadAt, &replayedBy)
+	switch {
+	case errors.Is(err, gocql.ErrNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("cassandra: read the replay mark of dead letter %s/%s: %w", t.ID, t.ImplType, err)
+	}
+	if replayedBy != nil {
+		by = *replayedBy
+	}
+	return by, deadAt.Equal(d.DeadAt), nil
 }

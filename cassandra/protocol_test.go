@@ -7,49 +7,60 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/internal/storetest"
 	"github.com/retryring/retryring/window"
 )
 
+// maxOffset is the clock bound of these tests: the deleters stamp their deletes with it.
+const maxOffset = 2 * time.Second
+
+// behind is a writer whose clock lags the deleters' (the wall clock) by the whole bound: the
+// oldest timestamps a writer within the bound can write.
+func behind(st *cassandra.Store) *cassandra.Store {
+	return st.WithWriteClock(clocktest.NewShifted(-maxOffset))
+}
+
 func TestCheckedDeletes(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
+	wr := behind(st)
 	d := window.Date{Year: 2026, Month: time.October, Day: 9}
 	w := window.Window{Day: d, Minute: 42, Length: 1}
 	for _, write := range []func() error{
-		func() error { return st.InsertDay(ctx, d) },
-		func() error { return st.InsertWindow(ctx, w) },
-		func() error { return st.InsertInstance(ctx, w, "pod-1") },
-		func() error { return st.InsertBucket(ctx, w, "pod-1", 0) },
+		func() error { return wr.InsertDay(ctx, d) },
+		func() error { return wr.InsertWindow(ctx, w) },
+		func() error { return wr.InsertInstance(ctx, w, "pod-1") },
+		func() error { return wr.InsertBucket(ctx, w, "pod-1", 0) },
 	} {
 		if err := write(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Each level refuses while the level below holds a row.
-	if ok, err := st.DeleteInstanceChecked(ctx, w, "pod-1"); err != nil || ok {
+	if ok, err := st.DeleteInstanceChecked(ctx, w, "pod-1", maxOffset); err != nil || ok {
 		t.Fatalf("instance with a bucket deleted: %v, %v", ok, err)
 	}
-	if ok, err := st.DeleteWindowChecked(ctx, w); err != nil || ok {
+	if ok, err := st.DeleteWindowChecked(ctx, w, maxOffset); err != nil || ok {
 		t.Fatalf("window with an instance deleted: %v, %v", ok, err)
 	}
-	if ok, err := st.DeleteDayChecked(ctx, d); err != nil || ok {
+	if ok, err := st.DeleteDayChecked(ctx, d, maxOffset); err != nil || ok {
 		t.Fatalf("day with a window deleted: %v, %v", ok, err)
 	}
 	if ok, _ := st.HasWindow(ctx, w); !ok {
 		t.Fatal("refused delete removed the window")
 	}
 	// Bottom-up, each level goes once the level below is empty.
-	if err := st.DeleteBucket(ctx, w, "pod-1", 0); err != nil {
+	if err := st.DeleteBucket(ctx, w, "pod-1", 0, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := st.DeleteInstanceChecked(ctx, w, "pod-1"); err != nil || !ok {
+	if ok, err := st.DeleteInstanceChecked(ctx, w, "pod-1", maxOffset); err != nil || !ok {
 		t.Fatalf("instance without buckets: %v, %v", ok, err)
 	}
-	if ok, err := st.DeleteWindowChecked(ctx, w); err != nil || !ok {
+	if ok, err := st.DeleteWindowChecked(ctx, w, maxOffset); err != nil || !ok {
 		t.Fatalf("empty window: %v, %v", ok, err)
 	}
-	if ok, err := st.DeleteDayChecked(ctx, d); err != nil || !ok {
+	if ok, err := st.DeleteDayChecked(ctx, d, maxOffset); err != nil || !ok {
 		t.Fatalf("empty day: %v, %v", ok, err)
 	}
 	if ok, _ := st.HasDay(ctx, d); ok {
@@ -67,7 +78,7 @@ func TestGuardStopsEveryStatement(t *testing.T) {
 	before := st.Statements()
 	checks := map[string]error{
 		"insert":     guarded.InsertWindow(ctx, w),
-		"delete":     guarded.DeleteWindow(ctx, w),
+		"delete":     guarded.DeleteWindow(ctx, w, time.Now()),
 		"checkpoint": guarded.LowerWindowCheckpoint(ctx, d, 5),
 	}
 	_, checks["scan"] = guarded.ListWindows(ctx, d, 0)
@@ -99,9 +110,10 @@ func injectAt(st *cassandra.Store, n int, fn func()) *cassandra.Store {
 	})
 }
 
-// Each checked delete, with a late writer publishing bottom-up right before the delete (n=2,
-// or 3 for a day whose check reads the checkpoint first) or right after it: the directory row
-// is there at the end, so the late rows stay reachable.
+// Each checked delete, with a late writer whose clock lags the deleter's by the whole bound
+// publishing bottom-up right before the delete (n=2, or 3 for a day whose check reads the
+// checkpoint first) or right after it: the directory row survives the delete, so the late rows
+// stay reachable, and the deleter reads it back and says it is not gone.
 func TestCheckedDeletesRaceLateWriters(t *testing.T) {
 	ctx := ctxT(t)
 	d := window.Date{Year: 2026, Month: time.October, Day: 11}
@@ -114,13 +126,14 @@ func TestCheckedDeletesRaceLateWriters(t *testing.T) {
 	for _, phase := range []string{"before delete", "after delete"} {
 		t.Run("instance "+phase, func(t *testing.T) {
 			st := storetest.Store(t, 1)
-			must(st.InsertInstance(ctx, w, "pod-1")) // an instance whose buckets were all processed
+			wr := behind(st)
+			must(wr.InsertInstance(ctx, w, "pod-1")) // an instance whose buckets were all processed
 			n := map[string]int{"before delete": 2, "after delete": 3}[phase]
 			late := func() { // the late writer: tier 4 then tier 3
-				must(st.InsertBucket(ctx, w, "pod-1", 1<<24+7))
-				must(st.InsertInstance(ctx, w, "pod-1"))
+				must(wr.InsertBucket(ctx, w, "pod-1", 1<<24+7))
+				must(wr.InsertInstance(ctx, w, "pod-1"))
 			}
-			gone, err := injectAt(st, n, late).DeleteInstanceChecked(ctx, w, "pod-1")
+			gone, err := injectAt(st, n, late).DeleteInstanceChecked(ctx, w, "pod-1", maxOffset)
 			if err != nil || gone {
 				t.Fatalf("DeleteInstanceChecked = %v, %v; want kept", gone, err)
 			}
@@ -130,13 +143,14 @@ func TestCheckedDeletesRaceLateWriters(t *testing.T) {
 		})
 		t.Run("window "+phase, func(t *testing.T) {
 			st := storetest.Store(t, 1)
+			wr := behind(st)
 			n := map[string]int{"before delete": 2, "after delete": 3}[phase]
-			must(st.InsertWindow(ctx, w)) // a window whose instances were all processed
+			must(wr.InsertWindow(ctx, w)) // a window whose instances were all processed
 			late := func() {              // tier 3 then tier 2
-				must(st.InsertInstance(ctx, w, "pod-2"))
-				must(st.InsertWindow(ctx, w))
+				must(wr.InsertInstance(ctx, w, "pod-2"))
+				must(wr.InsertWindow(ctx, w))
 			}
-			gone, err := injectAt(st, n, late).DeleteWindowChecked(ctx, w)
+			gone, err := injectAt(st, n, late).DeleteWindowChecked(ctx, w, maxOffset)
 			if err != nil || gone {
 				t.Fatalf("DeleteWindowChecked = %v, %v; want kept", gone, err)
 			}
@@ -146,18 +160,19 @@ func TestCheckedDeletesRaceLateWriters(t *testing.T) {
 		})
 		t.Run("day "+phase, func(t *testing.T) {
 			st := storetest.Store(t, 1)
+			wr := behind(st)
 			n := map[string]int{"before delete": 3, "after delete": 4}[phase]
-			must(st.InsertDay(ctx, d))
+			must(wr.InsertDay(ctx, d))
 			cp, _ := st.WindowCheckpoint(ctx, d)
 			if _, err := st.SetWindowCheckpoint(ctx, d, cp, 900); err != nil { // Node-0 got far
 				t.Fatal(err)
 			}
 			late := func() { // tier 2, window checkpoint, tier 1
-				must(st.InsertWindow(ctx, w))
-				must(st.LowerWindowCheckpoint(ctx, d, w.Minute))
-				must(st.InsertDay(ctx, d))
+				must(wr.InsertWindow(ctx, w))
+				must(wr.LowerWindowCheckpoint(ctx, d, w.Minute))
+				must(wr.InsertDay(ctx, d))
 			}
-			gone, err := injectAt(st, n, late).DeleteDayChecked(ctx, d)
+			gone, err := injectAt(st, n, late).DeleteDayChecked(ctx, d, maxOffset)
 			if err != nil || gone {
 				t.Fatalf("DeleteDayChecked = %v, %v; want kept", gone, err)
 			}
@@ -168,25 +183,59 @@ func TestCheckedDeletesRaceLateWriters(t *testing.T) {
 	}
 }
 
-// The same interleaving against a plain check-then-delete loses the window: what the second
-// check is for.
-func TestUncheckedDeleteLosesToLateWriter(t *testing.T) {
+// The same interleaving against a check-then-delete stamped at the deleter's clock (the driver's
+// default) loses the window: what the timestamp of a checked delete is for.
+func TestDeleteStampedNowLosesToLateWriter(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
+	wr := behind(st)
 	w := window.Window{Day: window.Date{Year: 2026, Month: time.October, Day: 12}, Minute: 5, Length: 1}
 	if busy, err := st.HasInstances(ctx, w); err != nil || busy { // gate 1 passes
 		t.Fatal(busy, err)
 	}
-	if err := st.InsertInstance(ctx, w, "pod-3"); err != nil { // the late writer, bottom-up
+	if err := wr.InsertInstance(ctx, w, "pod-3"); err != nil { // the late writer, bottom-up
 		t.Fatal(err)
 	}
-	if err := st.InsertWindow(ctx, w); err != nil {
+	if err := wr.InsertWindow(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.DeleteWindow(ctx, w); err != nil { // the delete
+	if err := st.DeleteWindow(ctx, w, time.Now()); err != nil { // the delete
 		t.Fatal(err)
 	}
 	if ok, _ := st.HasWindow(ctx, w); ok {
 		t.Fatal("expected the unchecked delete to hide the late write")
+	}
+}
+
+// A delete's tombstone carries the timestamp it was given, in the statement, whatever clock
+// stamps the Store's other writes: a row stamped after it survives, one stamped at it does not
+// (the tombstone wins a tie). CheckedDeleteTime puts it max_clock_offset and a microsecond before
+// the check's reading.
+func TestDeleteCarriesItsTimestamp(t *testing.T) {
+	ctx := ctxT(t)
+	st := storetest.Store(t, 1)
+	w := window.Window{Day: window.Date{Year: 2026, Month: time.October, Day: 13}, Minute: 7, Length: 1}
+	rowAt := time.Date(2026, time.October, 13, 0, 7, 30, 0, time.UTC)
+	if err := st.WithWriteClock(clocktest.New(rowAt)).InsertWindow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	deleter := st.WithWriteClock(clocktest.New(rowAt.Add(time.Hour))) // its own clock plays no part
+	if err := deleter.DeleteWindow(ctx, w, rowAt.Add(-time.Microsecond)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.HasWindow(ctx, w); err != nil || !ok {
+		t.Fatalf("a row stamped after the tombstone is gone: %v, %v", ok, err)
+	}
+	if err := deleter.DeleteWindow(ctx, w, rowAt); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.HasWindow(ctx, w); err != nil || ok {
+		t.Fatalf("a row stamped at the tombstone survived: %v, %v", ok, err)
+	}
+
+	checkedAt := time.Date(2026, time.October, 13, 0, 8, 2, 700, time.UTC) // 700 ns past a µs
+	got := cassandra.CheckedDeleteTime(checkedAt, maxOffset).UnixMicro()
+	if want := checkedAt.UnixMicro() - maxOffset.Microseconds() - 1; got != want {
+		t.Fatalf("CheckedDeleteTime = %d µs, want %d", got, want)
 	}
 }

@@ -10,6 +10,10 @@ import "strings"
 // Every statement binds every partition-key column as a parameter, which is what lets gocql's
 // token-aware policy send it straight to a replica of that partition.
 const (
+	// The deletes of tiers 1 to 5 carry their timestamp in the statement (USING TIMESTAMP, chosen
+	// once by the deleter: see CheckedDeleteTime), never the driver's: a retry of the statement
+	// must not stamp it later, and the deleter's clock reading must come from before its check.
+
 	// Tier 1: the days of a year that may hold work.
 	cqlInsertDay = `INSERT INTO KS.es_days_by_year (region, cluster, service_name, year, date_of_year)
 VALUES (?, ?, ?, ?, ?)`
@@ -18,7 +22,7 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? AND date_of_y
 ORDER BY date_of_year ASC`
 	cqlSelectDay = `SELECT date_of_year FROM KS.es_days_by_year
 WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? AND date_of_year = ?`
-	cqlDeleteDay = `DELETE FROM KS.es_days_by_year
+	cqlDeleteDay = `DELETE FROM KS.es_days_by_year USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? AND date_of_year = ?`
 
 	// Tier 2: the windows of a day that may hold work.
@@ -29,7 +33,7 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND m
 ORDER BY minute_of_day ASC`
 	cqlSelectWindow = `SELECT minute_of_day FROM KS.es_retry_windows_by_day
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?`
-	cqlDeleteWindow = `DELETE FROM KS.es_retry_windows_by_day
+	cqlDeleteWindow = `DELETE FROM KS.es_retry_windows_by_day USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?`
 
 	// Tier 3: the instance markers of a window, clustered by the token of the instance id.
@@ -44,7 +48,7 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND m
 	cqlSelectInstancesLimit = `SELECT instance_id_token, instance_id FROM KS.es_instances_by_retry_window
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
 LIMIT ?`
-	cqlDeleteInstance = `DELETE FROM KS.es_instances_by_retry_window
+	cqlDeleteInstance = `DELETE FROM KS.es_instances_by_retry_window USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
 AND instance_id_token = ? AND instance_id = ?`
 
@@ -54,7 +58,7 @@ AND instance_id_token = ? AND instance_id = ?`
 VALUES (?, ?, ?, ?, ?, ?, ?)`
 	cqlSelectBuckets = `SELECT bucket_index FROM KS.es_buckets_by_instance
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ? AND instance_id = ?`
-	cqlDeleteBucket = `DELETE FROM KS.es_buckets_by_instance
+	cqlDeleteBucket = `DELETE FROM KS.es_buckets_by_instance USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ? AND instance_id = ?
 AND bucket_index = ?`
 
@@ -69,7 +73,7 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND m
 AND instance_id = ? AND bucket_index = ?`
 	// The partition delete: one partition tombstone for the whole bucket, never counted by
 	// later reads, dropped whole by compaction.
-	cqlDeleteBucketPartition = `DELETE FROM KS.es_retry_transactions_by_instance
+	cqlDeleteBucketPartition = `DELETE FROM KS.es_retry_transactions_by_instance USING TIMESTAMP ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND date_of_year = ? AND minute_of_day = ?
 AND instance_id = ? AND bucket_index = ?`
 	cqlDeleteTransaction = `DELETE FROM KS.es_retry_transactions_by_instance
@@ -92,20 +96,34 @@ VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS`
 	cqlUpdateDayCheckpoint = `UPDATE KS.es_day_checkpoints SET first_live_date = ?, version = ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND year = ? IF version = ?`
 
-	// STRICT execution markers.
-	cqlSelectMarker = `SELECT execution_state, lease_owner, updated_at, floor_replay, floor_attempt,
-TTL(execution_state), TTL(floor_attempt) FROM KS.es_execution_markers
+	// STRICT execution markers. IN_PROGRESS, COMMITTED and DEAD_LETTERED each have cells of
+	// their own, written only by their own statement below: an IN_PROGRESS that lands late, or
+	// expires (its tombstone at its write timestamp), and a duplicate copy's DEAD_LETTERED leave a
+	// COMMITTED as it was (invariants 7 and 9). execution_state, lease_owner and updated_at are
+	// where a release before these cells wrote every state: read, never written, until what they
+	// hold expired (one retention period after the upgrade).
+	cqlSelectMarker = `SELECT committed_by, committed_at, TTL(committed_at),
+dead_lettered_by, dead_lettered_at, TTL(dead_lettered_at),
+in_progress_by, in_progress_at, TTL(in_progress_at),
+execution_state, lease_owner, updated_at, TTL(execution_state),
+floor_replay, floor_attempt, TTL(floor_attempt) FROM KS.es_execution_markers
 WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
-	// The floor has cells of its own, written only here: the state statement above never
-	// touches them. Its write timestamp is the copy's order (floorTimestamp), so that of two
-	// floor writes the newer copy wins whatever order they land in: a late write for an older
-	// copy never lowers the floor.
+	// The floor has cells of its own, written only here: the state statements never touch
+	// them. Its write timestamp is the copy's order (floorTimestamp), so that of two floor
+	// writes the newer copy wins whatever order they land in: a late write for an older copy
+	// never lowers the floor.
 	cqlSetFloor = `UPDATE KS.es_execution_markers USING TTL ? AND TIMESTAMP ?
 SET floor_replay = ?, floor_attempt = ?
 WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
-	cqlInsertMarker = `INSERT INTO KS.es_execution_markers
-(service_name, transaction_id, span_key, execution_state, lease_owner, updated_at)
-VALUES (?, ?, ?, ?, ?, ?) USING TTL ?`
+	cqlMarkInProgress = `UPDATE KS.es_execution_markers USING TTL ?
+SET in_progress_by = ?, in_progress_at = ?
+WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
+	cqlMarkCommitted = `UPDATE KS.es_execution_markers USING TTL ?
+SET committed_by = ?, committed_at = ?
+WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
+	cqlMarkDeadLettered = `UPDATE KS.es_execution_markers USING TTL ?
+SET dead_lettered_by = ?, dead_lettered_at = ?
+WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
 
 	// Dead letters.
 	// A dead letter is written whole, its replay mark cleared: the same step given up on again
@@ -127,6 +145,11 @@ WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ?`
 	cqlMarkDeadLetterReplayed = `UPDATE KS.es_dead_letters SET replayed_by = ?, replayed_at = ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?
 IF dead_at = ?`
+	// Read at the serial level after a mark whose outcome is unknown (a compare-and-set timeout):
+	// a serial read completes any Paxos round in progress on the row, so it sees the mark if it was
+	// accepted, where a quorum read could miss it.
+	cqlSelectDeadLetterMark = `SELECT dead_at, replayed_by FROM KS.es_dead_letters
+WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`
 	cqlDeleteDeadLetter = `DELETE FROM KS.es_dead_letters
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`
 	// A day of dead letters at once: one partition tombstone.

@@ -186,6 +186,14 @@ var addedColumns = []struct{ table, column, cqlType string }{
 	{"es_dead_letters", "replay", "int"},
 	{"es_dead_letters", "replayed_by", "text"},
 	{"es_dead_letters", "replayed_at", "timestamp"},
+	// Invariants 7 and 9 (issue 16): each marker state in cells of its own, so that a late
+	// IN_PROGRESS or a duplicate copy's DEAD_LETTERED cannot shadow a COMMITTED.
+	{"es_execution_markers", "committed_by", "text"},
+	{"es_execution_markers", "committed_at", "timestamp"},
+	{"es_execution_markers", "dead_lettered_by", "text"},
+	{"es_execution_markers", "dead_lettered_at", "timestamp"},
+	{"es_execution_markers", "in_progress_by", "text"},
+	{"es_execution_markers", "in_progress_at", "timestamp"},
 }
 
 // CheckSchema reports ErrSchemaOutdated, naming what is missing, when the keyspace lacks a
@@ -333,18 +341,24 @@ var tableDDL = []string{
   AND comment = 'Tier 5: failure metadata (never payloads), one bounded partition per bucket, removed by one partition delete.'`,
 
 	`CREATE TABLE IF NOT EXISTS KS.es_execution_markers (
-    service_name    text,
-    transaction_id  text,
-    span_key        text,
-    execution_state text,
-    lease_owner     text,
-    updated_at      timestamp,
-    floor_replay    int,
-    floor_attempt   int,
+    service_name     text,
+    transaction_id   text,
+    span_key         text,
+    execution_state  text,
+    lease_owner      text,
+    updated_at       timestamp,
+    floor_replay     int,
+    floor_attempt    int,
+    committed_by     text,
+    committed_at     timestamp,
+    dead_lettered_by text,
+    dead_lettered_at timestamp,
+    in_progress_by   text,
+    in_progress_at   timestamp,
     PRIMARY KEY ((service_name, transaction_id), span_key)
 ) WITH CLUSTERING ORDER BY (span_key ASC)
   AND ` + optsMarkers + `
-  AND comment = 'STRICT markers: IN_PROGRESS (TTL = execution timeout + margin), COMMITTED and DEAD_LETTERED (TTL = retention, default 7 days); floor_* = the newest copy of the step, written only by floor updates (TTL = retention).'`,
+  AND comment = 'STRICT markers, each state in cells of its own, read in the order COMMITTED, floor, DEAD_LETTERED, IN_PROGRESS: committed_* and dead_lettered_* (TTL = retention, default 7 days), in_progress_* (TTL = execution timeout + margin), floor_* = the newest copy of the step (TTL = retention, write timestamp = the copy order). execution_state, lease_owner, updated_at: every state as releases before the per-state cells wrote it, read only.'`,
 
 	`CREATE TABLE IF NOT EXISTS KS.es_dead_letters (
     region              text,

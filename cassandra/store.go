@@ -32,6 +32,9 @@ type StoreConfig struct {
 	// so that a driver retry sends the same timestamp again). Default lease.SystemClock: the
 	// process's wall clock. Compare-and-sets take Cassandra's own timestamps (Paxos ballots).
 	Clock lease.Clock
+	// SerialConsistency is the session's serial level (SERIAL or LOCAL_SERIAL, the default):
+	// a read that must see every accepted compare-and-set (ReplayMark) runs at it.
+	SerialConsistency string
 }
 
 // Store runs exactly the queries the data plane needs against one ring's directory. Every
@@ -56,6 +59,7 @@ type Store struct {
 	clock      lease.Clock
 	tracer     gocql.Tracer
 	guard      func(context.Context) error
+	serial     gocql.SerialConsistency
 }
 
 // NewStore checks cfg and prepares the statements' text for its keyspace.
@@ -84,6 +88,13 @@ func NewStore(session *gocql.Session, cfg StoreConfig) (*Store, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = lease.SystemClock{}
 	}
+	if cfg.SerialConsistency == "" {
+		cfg.SerialConsistency = DefaultSerialConsistency
+	}
+	serial, err := ParseSerialConsistency(cfg.SerialConsistency)
+	if err != nil {
+		return nil, err
+	}
 	st := &Store{
 		session:    session,
 		ring:       cfg.Ring,
@@ -92,6 +103,7 @@ func NewStore(session *gocql.Session, cfg StoreConfig) (*Store, error) {
 		stmts:      map[string]string{},
 		statements: new(atomic.Uint64),
 		clock:      cfg.Clock,
+		serial:     serial,
 	}
 	if cfg.Retries > 0 {
 		st.retry = &gocql.SimpleRetryPolicy{NumRetries: cfg.Retries}
@@ -110,9 +122,9 @@ var allStatements = []string{
 	cqlInsertTransaction, cqlSelectTransactions, cqlDeleteBucketPartition, cqlDeleteTransaction,
 	cqlSelectWindowCheckpoint, cqlInsertWindowCheckpoint, cqlUpdateWindowCheckpoint,
 	cqlSelectDayCheckpoint, cqlInsertDayCheckpoint, cqlUpdateDayCheckpoint,
-	cqlSelectMarker, cqlInsertMarker, cqlSetFloor,
+	cqlSelectMarker, cqlSetFloor, cqlMarkInProgress, cqlMarkCommitted, cqlMarkDeadLettered,
 	cqlInsertDeadLetter, cqlSelectDeadLetters, cqlMarkDeadLetterReplayed, cqlDeleteDeadLetter, cqlDeleteDeadLetterDay,
-	cqlInsertReplayRun, cqlSelectReplayRun,
+	cqlInsertReplayRun, cqlSelectReplayRun, cqlSelectDeadLetterMark,
 }
 
 // Ring is the ring whose directory the Store serves.
@@ -143,6 +155,19 @@ func (s *Store) WithGuard(guard func(context.Context) error) *Store {
 	c.guard = guard
 	return &c
 }
+
+// WithWriteClock returns a Store that shares everything with s but stamps every plain write it
+// sends (not the compare-and-sets, whose timestamps Paxos chooses, nor the statements that carry
+// their own USING TIMESTAMP) with clock's reading instead of StoreConfig.Clock's. Tests use it to
+// run writers whose clocks are off by a known amount.
+func (s *Store) WithWriteClock(clock lease.Clock) *Store {
+	c := *s
+	c.clock = clock
+	return &c
+}
+
+// stampNow is the reading this Store's plain writes are stamped with.
+func (s *Store) stampNow() time.Time { return s.clock.Now() }
 
 func (s *Store) check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -203,7 +228,7 @@ func (s *Store) query(ctx context.Context, stmt string, k kind, args ...any) *go
 
 // timestamp is a write's timestamp in microseconds, read from the Store's clock once per
 // statement: the Query keeps it, so a retry or a speculative execution sends the same one.
-func (s *Store) timestamp() int64 { return s.clock.Now().UnixMicro() }
+func (s *Store) timestamp() int64 { return s.stampNow().UnixMicro() }
 
 func (s *Store) exec(ctx context.Context, stmt string, args ...any) error {
 	if err := s.check(ctx); err != nil {
@@ -258,6 +283,19 @@ func ValidateInstanceID(id string) error {
 
 func day(d window.Date) time.Time { return d.Time() }
 
+// CheckedDeleteTime is the timestamp of a delete that can race a writer (docs/schema.md,
+// "Checked deletes"): checkedAt is the deleter's clock reading taken before it checked that the
+// level below is empty, maxClockOffset the bound between any two processes' clocks. A writer
+// within the bound that writes after the check stamps its row at checkedAt − maxClockOffset or
+// later, so the row is newer than the tombstone and survives it (Cassandra's tombstone wins ties,
+// hence the extra microsecond); every row written maxClockOffset before the check is hidden.
+func CheckedDeleteTime(checkedAt time.Time, maxClockOffset time.Duration) time.Time {
+	return checkedAt.Add(-maxClockOffset - time.Microsecond)
+}
+
+// micros is a write timestamp in Cassandra's unit.
+func micros(at time.Time) int64 { return at.UnixMicro() }
+
 // --- Tier 1 -------------------------------------------------------------------------------
 
 // InsertDay writes the tier-1 row of a day.
@@ -291,10 +329,11 @@ func (s *Store) HasDay(ctx context.Context, d window.Date) (bool, error) {
 	return s.exists(ctx, cqlSelectDay, r.Region, r.Cluster, r.Service, d.Year, day(d))
 }
 
-// DeleteDay deletes the tier-1 row of a day (Node-0 only, behind its gates).
-func (s *Store) DeleteDay(ctx context.Context, d window.Date) error {
+// DeleteDay deletes the tier-1 row of a day (Node-0 only, behind its gates) with a tombstone
+// stamped at: it hides the row's cells written at or before at, in whatever order they arrive.
+func (s *Store) DeleteDay(ctx context.Context, d window.Date, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteDay, r.Region, r.Cluster, r.Service, d.Year, day(d))
+	return s.exec(ctx, cqlDeleteDay, micros(at), r.Region, r.Cluster, r.Service, d.Year, day(d))
 }
 
 // --- Tier 2 -------------------------------------------------------------------------------
@@ -332,10 +371,11 @@ func (s *Store) HasWindow(ctx context.Context, w window.Window) (bool, error) {
 	return s.exists(ctx, cqlSelectWindow, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute)
 }
 
-// DeleteWindow deletes the tier-2 row of a window (Node-0 only, behind both gates).
-func (s *Store) DeleteWindow(ctx context.Context, w window.Window) error {
+// DeleteWindow deletes the tier-2 row of a window (Node-0 only, behind both gates) with a
+// tombstone stamped at (see DeleteDay).
+func (s *Store) DeleteWindow(ctx context.Context, w window.Window, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteWindow, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute)
+	return s.exec(ctx, cqlDeleteWindow, micros(at), r.Region, r.Cluster, r.Service, day(w.Day), w.Minute)
 }
 
 // --- Tier 3 -------------------------------------------------------------------------------
@@ -399,10 +439,10 @@ func (s *Store) scanInstances(ctx context.Context, stmt string, args ...any) ([]
 }
 
 // DeleteInstance deletes the tier-3 marker of an instance in a window (the worker that owns its
-// token, once every bucket of it is gone).
-func (s *Store) DeleteInstance(ctx context.Context, w window.Window, instanceID string) error {
+// token, once every bucket of it is gone) with a tombstone stamped at (see DeleteDay).
+func (s *Store) DeleteInstance(ctx context.Context, w window.Window, instanceID string, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteInstance, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute,
+	return s.exec(ctx, cqlDeleteInstance, micros(at), r.Region, r.Cluster, r.Service, day(w.Day), w.Minute,
 		Token(instanceID), instanceID)
 }
 
@@ -432,10 +472,11 @@ func (s *Store) ListBuckets(ctx context.Context, w window.Window, instanceID str
 	return out, nil
 }
 
-// DeleteBucket deletes the tier-4 row of a bucket, after its tier-5 partition is gone.
-func (s *Store) DeleteBucket(ctx context.Context, w window.Window, instanceID string, bucket int) error {
+// DeleteBucket deletes the tier-4 row of a bucket, after its tier-5 partition is gone, with a
+// tombstone stamped at (see DeleteDay).
+func (s *Store) DeleteBucket(ctx context.Context, w window.Window, instanceID string, bucket int, at time.Time) error {
 	r := s.ring
-	return s.exec(ctx, cqlDeleteBucket, r.Region, r.Cluster, r.Service, day(w.Day), w.Minute, instanceID, bucket)
+	return s.exec(ctx, cqlDeleteBucket, micros(at), r.Region, r.Cluster, r.Service, day(w.Day), w.Minute, instanceID, bucket)
 }
 
 // --- Tier 5 -------------------------------------------------------------------------------
@@ -543,10 +584,10 @@ func (s *Store) ForEachTransaction(ctx context.Context, b BucketKey, fn func(Tra
 	}
 }
 
-// DeleteBucketPartition deletes a whole tier-5 bucket with one partition tombstone: the only
-// way a worker removes failures it is done with.
-func (s *Store) DeleteBucketPartition(ctx context.Context, b BucketKey) error {
-	return s.exec(ctx, cqlDeleteBucketPartition, s.bucketArgs(b)...)
+// DeleteBucketPartition deletes a whole tier-5 bucket with one partition tombstone stamped at
+// (see DeleteDay): the only way a worker removes failures it is done with.
+func (s *Store) DeleteBucketPartition(ctx context.Context, b BucketKey, at time.Time) error {
+	return s.exec(ctx, cqlDeleteBucketPartition, append([]any{micros(at)}, s.bucketArgs(b)...)...)
 }
 
 // DeleteTransaction deletes one tier-5 row. It leaves a row tombstone that every later read of

@@ -114,27 +114,27 @@ func TestDirectoryRoundTrip(t *testing.T) {
 	}
 
 	// Deletes, tier by tier.
-	if err := st.DeleteBucket(ctx, w, "pod-a", 1); err != nil {
+	if err := st.DeleteBucket(ctx, w, "pod-a", 1, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if bs, _ := st.ListBuckets(ctx, w, "pod-a"); !slices.Equal(bs, []int{0, 2}) {
 		t.Fatalf("buckets after delete = %v", bs)
 	}
 	for _, id := range []string{"pod-a", "pod-b", "pod-c"} {
-		if err := st.DeleteInstance(ctx, w, id); err != nil {
+		if err := st.DeleteInstance(ctx, w, id, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if any, err := st.HasInstances(ctx, w); err != nil || any {
 		t.Fatalf("HasInstances after deletes = %v, %v", any, err)
 	}
-	if err := st.DeleteWindow(ctx, w); err != nil {
+	if err := st.DeleteWindow(ctx, w, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := st.HasWindow(ctx, w); ok {
 		t.Fatal("window still there")
 	}
-	if err := st.DeleteDay(ctx, d2); err != nil {
+	if err := st.DeleteDay(ctx, d2, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if days, _ := st.ListDays(ctx, 2026, window.FirstOfYear(2026)); !slices.Equal(days, []window.Date{d3}) {
@@ -260,7 +260,7 @@ func TestBucketPagingAndPartitionDelete(t *testing.T) {
 	if err := st.ForEachTransaction(ctx, b, func(cassandra.Transaction) error { n++; return nil }); err != nil || n != 249 {
 		t.Fatalf("after row delete: %d rows, %v", n, err)
 	}
-	if err := st.DeleteBucketPartition(ctx, b); err != nil {
+	if err := st.DeleteBucketPartition(ctx, b, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	rows, next, err := st.ReadBucketPage(ctx, b, nil)
@@ -275,7 +275,6 @@ func TestBucketPagingAndPartitionDelete(t *testing.T) {
 func TestMarkers(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
-	s, ks := storetest.Keyspace(t)
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	if _, found, err := st.Marker(ctx, "tx-1", "Pay"); err != nil || found {
 		t.Fatalf("marker before any write: found=%v, %v", found, err)
@@ -288,12 +287,11 @@ func TestMarkers(t *testing.T) {
 		t.Fatalf("in progress marker = %+v, %v, %v", m, found, err)
 	}
 	ttl := func() int {
-		var n int
-		if err := s.Query(`SELECT TTL(execution_state) FROM `+ks+`.es_execution_markers WHERE service_name = ? AND transaction_id = ? AND span_key = ?`,
-			st.Ring().Service, "tx-1", "Pay").Scan(&n); err != nil {
+		m, _, err := st.Marker(ctx, "tx-1", "Pay")
+		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return int(m.StateTTL / time.Second)
 	}
 	if n := ttl(); n < 1 || n > 3 {
 		t.Fatalf("IN_PROGRESS TTL = %d s, want 3 (2.5 s rounded up)", n)

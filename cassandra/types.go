@@ -55,7 +55,8 @@ func (c Copy) Less(o Copy) bool {
 // String reads r<replay>/a<attempt>.
 func (c Copy) String() string { return fmt.Sprintf("r%d/a%d", c.Replay, c.Attempt) }
 
-// Marker states of es_execution_markers.
+// Marker states of es_execution_markers. Each has cells of its own (docs/schema.md), so that no
+// write of one state can shadow another.
 const (
 	// MarkerInProgress is written before an execution, with a TTL of its timeout plus margin.
 	MarkerInProgress = "IN_PROGRESS"
@@ -71,11 +72,18 @@ const (
 // stays in the directory.
 const DefaultMarkerRetention = 7 * 24 * time.Hour
 
-// Marker is one STRICT execution marker: the state of the step's last execution, and its floor.
+// Marker is one STRICT execution marker: the states of the step's executions, and its floor.
 type Marker struct {
-	State     string // empty when only the floor is left (an IN_PROGRESS that expired)
+	// State is the first state that lives in the read order COMMITTED, DEAD_LETTERED,
+	// IN_PROGRESS (empty when none does: only the floor is left, or nothing); Owner, UpdatedAt
+	// and StateTTL are that state's. A COMMITTED reads first whatever was written after it: the
+	// step ran, and nothing a stalled or duplicate copy writes later makes it look undone.
+	State     string
 	Owner     string
 	UpdatedAt time.Time
+	// InProgressOwner is the worker whose IN_PROGRESS lives, empty when none does, whichever
+	// state reads first: the copy a replay wrote after a DEAD_LETTERED runs under it too.
+	InProgressOwner string
 	// Floor is the newest copy of the step known to exist (HasFloor); every older copy was
 	// handled and is finished without a call. It lives in cells of its own, which IN_PROGRESS
 	// never writes, so an execution that dies mid-call cannot take it away.
@@ -87,15 +95,18 @@ type Marker struct {
 	StateTTL, FloorTTL time.Duration
 }
 
+// Committed reports whether the step ran to success: nothing may execute it again.
+func (m Marker) Committed() bool { return m.State == MarkerCommitted }
+
 // Superseded reports whether a row at c was handled already: a newer copy of its step exists.
 func (m Marker) Superseded(c Copy) bool { return m.HasFloor && c.Less(m.Floor) }
 
 // Expiring reports whether the part of the marker that finishes a row at c (its COMMITTED or
-// DEAD_LETTERED state, or its floor) expires within d: a bucket kept that long could then run
-// the row again.
+// DEAD_LETTERED state, or its floor, in the order they are read) expires within d: a bucket
+// kept that long could then run the row again.
 func (m Marker) Expiring(c Copy, d time.Duration) bool {
 	ttl := m.StateTTL
-	if m.Superseded(c) {
+	if !m.Committed() && m.Superseded(c) {
 		ttl = m.FloorTTL
 	}
 	return ttl > 0 && ttl < d

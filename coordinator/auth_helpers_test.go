@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsocket/rsocket-go/core"
 
+	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
@@ -103,9 +104,12 @@ func (w *realWorker) holds() bool {
 	return err == nil
 }
 
-// appliedState is what a client must not change: the leader's applied index and the rings'
-// members (worker, incarnation, epoch, state) as JSON.
+// appliedState is what a client must not change: the index of the last command the leader's state
+// applied (not Raft's applied index, which also counts the barriers that prove the leader's
+// leadership and change nothing) and the rings' members (worker, incarnation, epoch, state) as JSON.
 func appliedState(n *Node) (uint64, string) {
+	var applied uint64
+	n.fsm.View(func(_ *fsm.State, i uint64) { applied = i })
 	v := n.View()
 	type m struct{ Ring, Worker, State string }
 	var ms []m
@@ -118,7 +122,7 @@ func appliedState(n *Node) (uint64, string) {
 		M []m
 		C []NodeView
 	}{ms, v.Coordinators})
-	return n.raft.AppliedIndex(), string(b)
+	return applied, string(b)
 }
 
 // refusals reads the node's refusal counter of reason r.

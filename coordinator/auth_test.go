@@ -61,9 +61,19 @@ func TestInvariant11BadCredentialsHoldNothingWriteNothingTakeNoID(t *testing.T) 
 	// The revoked token was valid until now: it is removed from the file.
 	writeStandardAuth(t, dir, tokenLine(testRing, tokOrders), tokenLine(otherRing, tokOther))
 	c.reloadAll()
-	// Let the ring settle: nothing is committed while one worker holds the whole ring.
-	time.Sleep(3 * testTiming.Renewal)
-	index0, state0 := appliedState(leader)
+	// Let the ring settle: nothing is committed while one worker holds the whole ring. Settled is
+	// two renewals of the worker without a commit, however long a busy machine takes to get there
+	// (a fixed wait could end with a commit still to come, which the check below would blame on
+	// the refused clients).
+	var index0 uint64
+	var state0 string
+	eventually(t, 30*time.Second, "two renewals of the real worker without a commit", func() bool {
+		i, s := appliedState(leader)
+		e := w.elements.Load()
+		eventually(t, 10*time.Second, "two renewals of the real worker", func() bool { return w.elements.Load() >= e+2 })
+		index0, state0 = appliedState(leader)
+		return index0 == i && state0 == s
+	})
 	elements0 := w.elements.Load()
 
 	attempts := []struct{ name, token string }{

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/lease"
@@ -60,8 +61,9 @@ type Config struct {
 	PassInterval time.Duration
 
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft for fast failover.
-	// Defaults 500ms, 500ms, 250ms. LeaderLeaseTimeout also bounds how long after a successful
-	// VerifyLeader the leader may still send lease elements.
+	// Defaults 500ms, 500ms, 250ms. LeaderLeaseTimeout also bounds how long the leader may still
+	// send lease elements after proposing an entry that a quorum then stored (a proof of
+	// leadership, term.go): every coordinator must run with the same value.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -137,6 +139,12 @@ type Config struct {
 	// the leader (leaderErr): a test moves it past the election timeout at once instead of waiting
 	// for Raft, whose LastContact is on the process clock, to get there.
 	sinceContact func(time.Time) time.Duration
+	// leadership, when set, wraps what the node reads of its own leadership from Raft
+	// (syncLeadership): a test changes the term between two polls without an election.
+	leadership func(raftLeadership) raftLeadership
+	// raftTransport, when set, wraps the Raft transport the node runs on: a test delays or drops
+	// single RPCs and their responses, which RaftDial (whole connections) cannot.
+	raftTransport func(*raft.NetworkTransport) raft.Transport
 }
 
 // Defaults of Config.

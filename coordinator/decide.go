@@ -12,8 +12,9 @@ import (
 type termTimes struct {
 	// electedAt is when this node, as leader, had applied every earlier entry (after Barrier).
 	electedAt time.Time
-	// leaderLease is Raft's leader lease timeout: an earlier leader sent nothing after its own
-	// last quorum contact plus this, which precedes electedAt plus this.
+	// leaderLease is Raft's leader lease timeout: an earlier leader sent nothing later than this
+	// after proposing the last entry of its term that a quorum stored (leaderTerm.canSend), a
+	// proposal that precedes this leader's election, hence electedAt plus this.
 	leaderLease time.Duration
 	// holderBound is this leader's lease.Timing.HolderBound, TTL×(1+ρ) + margin: the bound of
 	// every lease it sends itself.

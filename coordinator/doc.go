@@ -14,7 +14,8 @@
 //	elected, barrier passed         -> commit fsm.CommitTiming (its lease timing), then send
 //	worker subscribes ring.leases   -> a join in the next pass
 //	fsm.Plan gives new assignments  -> the pass's plan, then push the new lease at once
-//	renewal tick                    -> VerifyLeader, then answer outstanding demand (no Raft write)
+//	renewal tick                    -> commit a Raft barrier (a proof of leadership, no command),
+//	                                   then answer outstanding demand
 //	ring.release                    -> a release in the next pass, answered once it is committed
 //	ring.leave                      -> commit fsm.Leave, then plan again
 //	connection closed or silent     -> a down in the next pass (a member that has not come back to
@@ -28,7 +29,8 @@
 //	every report period             -> sample each ring's backlog age, drop reports of members gone
 //
 // What it must never do: send a lease element carrying an assignment that is not committed; send
-// anything while it cannot show that a quorum heard from it within the Raft leader lease timeout;
+// anything later than the Raft leader lease timeout after the proposal of the last entry of its term
+// that a quorum stored (a barrier or a command: an acknowledgement alone can be stale);
 // expire a hold before the last element of that epoch it sent is older than its holder bound, or
 // before its own election is older than the leader lease plus the longest committed timing's
 // holder bound; decide membership or ranges anywhere but in the committed state.

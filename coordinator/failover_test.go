@@ -228,7 +228,7 @@ func TestGracefulCloseThenQuorumLoss(t *testing.T) {
 		t.Fatalf("epoch %d after the handover, %d before", g.lease.Epoch, before.lease.Epoch)
 	}
 
-	// The leader stays up but loses its quorum: it must stop renewing (VerifyLeader fails, then
+	// The leader stays up but loses its quorum: it must stop renewing (its barrier fails, then
 	// Raft steps it down) and nobody else can be elected.
 	survivor := next
 	killedAt := time.Now()

@@ -24,6 +24,10 @@ type nodeMetrics struct {
 	committed [256]atomic.Uint64
 	// refusals counts the clients refused, by reason (limits.go).
 	refusals [numRefusals]atomic.Uint64
+	// proofSeconds times the leader's proofs of leadership (leaderTerm.proveLeadership): from the
+	// proposal of the barrier to its commit; proofsFailed counts those that did not commit.
+	proofSeconds prometheus.Histogram
+	proofsFailed atomic.Uint64
 }
 
 // refused counts a refusal of reason r.
@@ -34,7 +38,14 @@ func (m *nodeMetrics) countCommitted(typ fsm.CommandType) { m.committed[typ].Add
 
 func newNodeMetrics(n *Node) *nodeMetrics {
 	m := &nodeMetrics{registry: prometheus.NewRegistry()}
-	m.registry.MustRegister(nodeCollector{n: n, m: m})
+	m.proofSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "retryring_coordinator_leadership_proof_seconds",
+		Help: "How long the leader's proofs of leadership took (a Raft barrier committed by a quorum); the leader sends leases for LeaderLeaseTimeout from each proof's start.",
+		// The default LeaderLeaseTimeout is 250 ms: a proof that takes a good part of it leaves
+		// little time to send.
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+	})
+	m.registry.MustRegister(nodeCollector{n: n, m: m}, m.proofSeconds)
 	return m
 }
 
@@ -57,6 +68,7 @@ var (
 	descSent       = prometheus.NewDesc("retryring_coordinator_lease_elements_sent_total", "Lease elements sent to workers by this node as leader.", nil, nil)
 	descNotLeader  = prometheus.NewDesc("retryring_coordinator_redirects_total", "Worker requests this node answered not_leader or no_leader (served by the leader only).", nil, nil)
 	descExpiries   = prometheus.NewDesc("retryring_coordinator_expiries_total", "Expire commands this node committed as leader (holds of departed members that ran out).", nil, nil)
+	descProofsFail = prometheus.NewDesc("retryring_coordinator_leadership_proofs_failed_total", "Proofs of leadership this node started as leader that did not commit: it sent nothing on them.", nil, nil)
 	descRefusals   = prometheus.NewDesc("retryring_coordinator_refusals_total",
 		"Clients this node refused, by reason: unauthorized, revoked, setup_rate, streams_per_ring, connections, setup_timeout, setup_too_large, no_setup, admin_unauthorized, internal_unauthorized.", []string{"reason"}, nil)
 	descCommitted = prometheus.NewDesc("retryring_coordinator_raft_commands_total",
@@ -71,7 +83,7 @@ type nodeCollector struct {
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descRaftState, descTerm, descCommit, descApplied, descLeaderKnow,
-		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries, descCommitted, descRefusals} {
+		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries, descProofsFail, descCommitted, descRefusals} {
 		ch <- d
 	}
 	for _, d := range backlogDescs {
@@ -90,6 +102,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descSent, c.m.leasesSent.Load())
 	counter(descNotLeader, c.m.notLeader.Load())
 	counter(descExpiries, c.m.expiriesSent.Load())
+	counter(descProofsFail, c.m.proofsFailed.Load())
 	for r := range numRefusals {
 		ch <- prometheus.MustNewConstMetric(descRefusals, prometheus.CounterValue, float64(c.m.refusals[r].Load()), r.String())
 	}

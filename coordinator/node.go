@@ -39,6 +39,7 @@ type Node struct {
 
 	// Set by Start, read-only afterwards.
 	raft        *raft.Raft
+	leadership  raftLeadership // n.raft unless a test wraps it (Config.leadership)
 	parts       *raftParts
 	rsListener  *silenceListener
 	httpServer  *http.Server
@@ -157,6 +158,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.parts, n.raft = parts, parts.raft
+	n.leadership = parts.raft
+	if n.cfg.leadership != nil {
+		n.leadership = n.cfg.leadership(parts.raft)
+	}
 
 	serveCtx, cancel := context.WithCancel(context.Background())
 	n.serveCancel = cancel
@@ -403,8 +408,32 @@ func (n *Node) watchLeadership() {
 	}
 }
 
+// raftLeadership is what syncLeadership reads of Raft: whether this node leads, and in which term.
+type raftLeadership interface {
+	State() raft.RaftState
+	CurrentTerm() uint64
+}
+
+// leadingTerm reads the Raft term this node leads in; ok is false when it does not lead. The term
+// is read on both sides of the state so that the pair belongs to one term: a node leads at most
+// once per term, so an unchanged term around State() == Leader is the term it leads in.
+func (n *Node) leadingTerm() (term uint64, ok bool) {
+	for {
+		before := n.leadership.CurrentTerm()
+		leader := n.leadership.State() == raft.Leader
+		if after := n.leadership.CurrentTerm(); after == before {
+			return before, leader
+		}
+	}
+}
+
+// syncLeadership makes n.term match the Raft term this node leads in. A stretch of leadership
+// belongs to one Raft term: when the node leads in a term other than its stretch's, it stepped
+// down and was elected again between two looks (polls are 50 ms apart and observations may be
+// dropped), and another leader may have sent leases meanwhile. The old stretch's election time,
+// barrier and proof of leadership say nothing about those, so it ends and a new one starts.
 func (n *Node) syncLeadership() {
-	leader := n.raft.State() == raft.Leader
+	raftTerm, leader := n.leadingTerm()
 	if leader && n.fsm.Halted() != nil {
 		// Its state stops at an entry it does not know: it must neither plan nor send from it.
 		leader = false
@@ -417,17 +446,26 @@ func (n *Node) syncLeadership() {
 	}
 	t := n.term
 	switch {
+	case leader && t != nil && t.raftTerm != raftTerm:
+		next := newLeaderTerm(n, raftTerm)
+		n.term = next
+		n.mu.Unlock()
+		n.log.Warn().Uint64("raft_term", raftTerm).Uint64("previous_raft_term", t.raftTerm).
+			Msg("leader again in a later term: ending the earlier stretch, waiting out leases another leader may have sent")
+		t.stop(true, n.leaderErr())
+		next.start()
+		return
 	case leader && t == nil:
-		t = newLeaderTerm(n)
+		t = newLeaderTerm(n, raftTerm)
 		n.term = t
 		n.mu.Unlock()
-		n.log.Info().Uint64("raft_term", n.raft.CurrentTerm()).Msg("became leader")
+		n.log.Info().Uint64("raft_term", raftTerm).Msg("became leader")
 		t.start()
 		return
 	case !leader && t != nil:
 		n.term = nil
 		n.mu.Unlock()
-		n.log.Info().Msg("lost leadership")
+		n.log.Info().Uint64("raft_term", t.raftTerm).Msg("lost leadership")
 		t.stop(true, n.leaderErr())
 		n.kickRegister()
 		return

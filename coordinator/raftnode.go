@@ -138,7 +138,11 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 			return fail(err)
 		}
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, parts.transport)
+	var trans raft.Transport = parts.transport
+	if cfg.raftTransport != nil {
+		trans = cfg.raftTransport(parts.transport)
+	}
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: start raft: %w", err))
 	}

@@ -57,7 +57,7 @@ func TestReplicationIsNotPipelined(t *testing.T) {
 
 // TestCanSendOnlyWithinTheLeaderLeaseOfAQuorumContact: a leader may write lease elements only
 // while its term is ready and less than LeaderLeaseTimeout has passed since the start of the last
-// quorum contact it proved (VerifyLeader or a commit); an older proof never shortens a newer one,
+// proof of leadership (a barrier or a commit); an older proof never shortens a newer one,
 // and an ended term sends nothing.
 func TestCanSendOnlyWithinTheLeaderLeaseOfAQuorumContact(t *testing.T) {
 	const llt = 500 * time.Millisecond

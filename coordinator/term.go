@@ -12,16 +12,20 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// leaderTerm is one stretch of leadership of this node. It owns what the leader alone does: the
-// send log, the right to send (renewed by VerifyLeader), the lease streams, failure detection,
-// hold expiry and planning. A new term starts from nothing: it knows no send time of any earlier
-// leader, so it treats every hold as possibly alive until termTimes.holdsAliveUntil.
+// leaderTerm is one stretch of leadership of this node, in one Raft term. It owns what the leader
+// alone does: the send log, the right to send (renewed by proveLeadership), the lease streams,
+// failure detection, hold expiry and planning. A new term starts from nothing: it knows no send
+// time of any earlier leader, so it treats every hold as possibly alive until
+// termTimes.holdsAliveUntil.
 type leaderTerm struct {
-	n      *Node
-	log    zerolog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	sends  *sendLog
+	n *Node
+	// raftTerm is the Raft term this stretch leads in; a later term is a new stretch
+	// (Node.syncLeadership).
+	raftTerm uint64
+	log      zerolog.Logger
+	ctx      context.Context
+	cancel   context.CancelFunc
+	sends    *sendLog
 	// reports and backlog are what workers reported to this term (ring.report), for people.
 	reports *reportStore
 	backlog *backlogHistory
@@ -30,7 +34,7 @@ type leaderTerm struct {
 	shares *shareBook
 
 	kick      chan struct{} // wakes the reconcile loop
-	verifyNow chan struct{} // asks the verify loop for an extra VerifyLeader
+	verifyNow chan struct{} // asks the verify loop for an extra proof of leadership
 	wg        sync.WaitGroup
 
 	mu sync.Mutex
@@ -82,11 +86,11 @@ func (t *leaderTerm) markProposed(c fsm.Command, now time.Time) {
 	}
 }
 
-func newLeaderTerm(n *Node) *leaderTerm {
+func newLeaderTerm(n *Node, raftTerm uint64) *leaderTerm {
 	ctx, cancel := context.WithCancel(context.Background())
 	reports := newReportStore(n.cfg.ReportPeriod)
 	return &leaderTerm{
-		n: n, log: n.partLog("leader"),
+		n: n, raftTerm: raftTerm, log: n.partLog("leader").With().Uint64("raft_term", raftTerm).Logger(),
 		ctx: ctx, cancel: cancel, sends: newSendLog(),
 		reports: reports, backlog: newBacklogHistory(n.cfg.ReportPeriod), shares: newShareBook(reports),
 		kick: make(chan struct{}, 1), verifyNow: make(chan struct{}, 1),
@@ -226,13 +230,19 @@ func (t *leaderTerm) isReady() bool {
 	return t.ready && t.ctx.Err() == nil
 }
 
-// canSend reports whether an element may be written at now. Why: a leader that has not heard from
-// a quorum since t0 - LeaderLeaseTimeout may already be deposed without knowing it, and a newer
-// leader only waits electedAt + LeaderLeaseTimeout + HolderBound before it moves ranges. A quorum
-// that acknowledged this leader after t0 overlaps the quorum that elected any newer leader, whose
-// members would not vote while they had just heard from this one, so t0 precedes that election:
-// every element sent before t0 + LeaderLeaseTimeout is covered by the newer leader's wait. The
-// check happens just before the write; the Timing margin absorbs the gap.
+// canSend reports whether an element may be written at now: now is before t0 + LeaderLeaseTimeout
+// for a t0 taken before the proposal of an entry of this term that a quorum stored (a proof of
+// leadership, or any command this leader committed). Why that is safe: a newer leader only waits
+// electedAt + LeaderLeaseTimeout + HolderBound before it moves ranges. A voter stores an entry of
+// this term only while its own term is this one; once it votes in a later term it refuses this
+// leader's entries. So each member of the quorum that stored the entry voted for any newer leader,
+// if at all, after storing it, and every quorum that elects a newer leader has such a member: the
+// newer leader was elected after t0, and every element sent before t0 + LeaderLeaseTimeout is
+// covered by its wait. An acknowledgement alone proves nothing of the kind: Raft's VerifyLeader
+// counts any answer it processes after the check registered, including one to a heartbeat sent
+// before t0 and delivered up to the transport timeout later, from a follower that has voted for
+// a newer leader since (issue 16, hole 3). The check happens just before the write; the Timing
+// margin absorbs the gap.
 func (t *leaderTerm) canSend(now time.Time) bool {
 	if t.ctx.Err() != nil {
 		return false
@@ -242,8 +252,8 @@ func (t *leaderTerm) canSend(now time.Time) bool {
 	return t.ready && now.Before(t.verifiedUntil)
 }
 
-// extendVerified records that a quorum acknowledged this leader after t0: by VerifyLeader, or by
-// committing an entry proposed at t0.
+// extendVerified records that a quorum stored an entry of this term proposed after t0: a proof of
+// leadership, or a committed command.
 func (t *leaderTerm) extendVerified(t0 time.Time) {
 	until := t0.Add(t.n.cfg.LeaderLeaseTimeout)
 	t.mu.Lock()
@@ -267,18 +277,15 @@ func (t *leaderTerm) kickReconcile() {
 	}
 }
 
-// verifyLoop is the renewal tick: every Timing.Renewal it confirms leadership with a quorum and
+// verifyLoop is the renewal tick: every Timing.Renewal it proves leadership (proveLeadership) and
 // lets every stream answer its outstanding demand. Streams that want to send between ticks (a new
-// assignment, a new stream) ask for an extra verification instead of waiting for the tick.
+// assignment, a new stream) ask for an extra proof instead of waiting for the tick; requests that
+// arrive while a proof runs are answered together by the next one.
 func (t *leaderTerm) verifyLoop() {
 	verify := func(renew bool) {
-		t0 := t.n.clock.Now()
-		if err := t.n.awaitFuture(t.n.raft.VerifyLeader()); err != nil {
-			t.log.Debug().Err(err).Msg("verify leader failed: not sending")
-			return
+		if t.proveLeadership() {
+			t.wakeStreams(renew)
 		}
-		t.extendVerified(t0)
-		t.wakeStreams(renew)
 	}
 	verify(true)
 	tick := time.NewTicker(t.n.cfg.Timing.Renewal)
@@ -293,6 +300,24 @@ func (t *leaderTerm) verifyLoop() {
 			verify(false)
 		}
 	}
+}
+
+// proveLeadership commits a Raft barrier proposed after t0 and then lets the term send until
+// t0 + LeaderLeaseTimeout (canSend says why that is safe). The barrier is an entry of this term
+// that the FSM never sees; it costs one log entry and one round of replication to a quorum, with
+// its fsyncs, per proof. It reports false when the barrier did not commit: the term then sends
+// nothing more on this proof.
+func (t *leaderTerm) proveLeadership() bool {
+	t0 := t.n.clock.Now()
+	err := t.n.awaitFuture(t.n.raft.Barrier(t.n.cfg.ApplyTimeout))
+	if err != nil {
+		t.n.metrics.proofsFailed.Add(1)
+		t.log.Debug().Err(err).Msg("proof of leadership failed: not sending on it")
+		return false
+	}
+	t.n.metrics.proofSeconds.Observe(t.n.clock.Now().Sub(t0).Seconds())
+	t.extendVerified(t0)
+	return true
 }
 
 // wakeStreams wakes every lease stream; with renew, each answers its outstanding demand even if its
@@ -342,7 +367,8 @@ func (t *leaderTerm) removeStream(s *leaseStream) {
 	t.mu.Unlock()
 }
 
-// apply commits cmd; a commit proves a quorum heard from this leader after the proposal.
+// apply commits cmd; a commit proves that a quorum stored an entry of this term proposed after
+// t0, as proveLeadership's barrier does.
 func (t *leaderTerm) apply(cmd fsm.Command) error {
 	if t.ctx.Err() != nil {
 		return t.n.leaderErr()

@@ -18,10 +18,24 @@
 //     one the step's next dead letter was written over is not marked for it. Such a dead letter
 //     is reported (copied_unmarked) and not tried again. It stays until purged.
 //
-// Before 1, the step's marker is read: COMMITTED means nothing is left to retry (already_done);
+// Before 1, the step's marker is read: COMMITTED means nothing is left to retry (already_done),
+// even under a DEAD_LETTERED written after it (a duplicate copy of the step given up on after
+// another copy succeeded);
 // a floor past (g+1, 0) means a newer copy of the step exists already (an earlier replay whose
 // mark was lost, and whose copy ran since), so the copy would be finished at once without a call:
 // nothing is written and the dead letter is reported superseded, in a dry run too.
+//
+// A busy Cassandra does not stop a run: a statement that fails transiently (cassandra.Transient: a
+// timeout, too few replicas, an overloaded node) is tried again with jittered exponential backoff,
+// up to Tries times. Every statement of 1 to 3 but the mark is idempotent; the mark is a
+// compare-and-set, which a timeout leaves undecided (its Paxos proposal may be accepted later), so
+// its outcome is read at the serial level (ReplayMark) before it is tried again: a quorum read can
+// miss an accepted proposal. A record retried after a timeout may have written its copy the first
+// time too (two copies at the floor, settled as below). The run stops only on a statement that
+// keeps failing, and says at which dead letter and how many are left. Marks go one at a time per
+// dead_day partition (every dead letter of a day shares it): Paxos rounds sent at once on one
+// partition contend rather than queue, and under load the losers time out, which is what stopped
+// replays before.
 //
 // A crash between 1 and 3 leaves the dead letter unmarked: running the id again writes a second
 // copy at (g+1, 0). Both copies stand at the floor, and whichever runs first settles the other

@@ -9,4 +9,9 @@ var (
 	ErrReplayID = errors.New("deadletter: invalid replay id")
 	// ErrRate means a replay rate is negative.
 	ErrRate = errors.New("deadletter: invalid replay rate")
+	// ErrTries means a replay's tries per statement is negative.
+	ErrTries = errors.New("deadletter: invalid tries per statement")
+	// ErrStopped means a replay stopped on a statement that failed for good, or transiently
+	// more often than its tries allow; running the same id again completes it.
+	ErrStopped = errors.New("deadletter: replay stopped")
 )

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
@@ -18,6 +20,9 @@ type Store interface {
 	Marker(ctx context.Context, transactionID, span string) (cassandra.Marker, bool, error)
 	SetFloor(ctx context.Context, transactionID, span string, c cassandra.Copy, retention time.Duration) error
 	MarkDeadLetterReplayed(ctx context.Context, d cassandra.DeadLetter, replayID string, at time.Time) error
+	// ReplayMark reads the mark of d's row at the serial level: the outcome of a mark that
+	// timed out.
+	ReplayMark(ctx context.Context, d cassandra.DeadLetter) (by string, current bool, err error)
 	StartReplayRun(ctx context.Context, id string, at time.Time) (time.Time, error)
 }
 
@@ -36,12 +41,19 @@ type ReplayOptions struct {
 	// Concurrency is the number of dead letters replayed at once (each is four statements in a
 	// row). Default DefaultConcurrency.
 	Concurrency int
+	// Tries bounds the tries of one statement that fails transiently (cassandra.Transient: a
+	// timeout, too few replicas, an overloaded node) before the run stops on it. Default
+	// DefaultTries.
+	Tries int
 	// DryRun lists what would be replayed and writes nothing (not even the run's start).
 	DryRun bool
 	// MarkerRetention is the floor's TTL (cassandra.DefaultMarkerRetention when zero).
 	MarkerRetention time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Wait waits d before the next try of a statement that failed transiently, or returns ctx's
+	// error; default a timer. Tests record the waits instead.
+	Wait func(ctx context.Context, d time.Duration) error
 	// Each, when set, is told of every dead letter the run takes up and what became of it, one
 	// call at a time.
 	Each func(d cassandra.DeadLetter, outcome Outcome, key cassandra.BucketKey)
@@ -50,6 +62,18 @@ type ReplayOptions struct {
 // DefaultConcurrency is the replays in flight at once: enough for 500 per second
 // at a few milliseconds per statement.
 const DefaultConcurrency = 32
+
+// Retries of a statement that failed transiently.
+const (
+	// DefaultTries is the tries of one statement: with the backoff below, a statement is given
+	// up on after 8 to 16 s of a Cassandra that times out every time, far longer than the
+	// timeouts of a busy node last.
+	DefaultTries = 10
+	// retryBase is the wait before the second try; each next wait doubles, up to retryCap, and
+	// is jittered down to half so that the replays in flight do not come back together.
+	retryBase = 50 * time.Millisecond
+	retryCap  = 5 * time.Second
+)
 
 // Outcome is what a replay did with one dead letter.
 type Outcome string
@@ -79,12 +103,21 @@ type ReplayResult struct {
 	// Matched counts the dead letters the filter selected before the bound; the others what
 	// became of them.
 	Matched, Replayed, AlreadyReplayed, AlreadyDone, Superseded, Unmarked int
+	// Retried counts the statements tried again after a transient failure; Settled the marks
+	// whose outcome a timeout left unknown, read back at the serial level.
+	Retried, Settled int
+}
+
+// left counts the dead letters the run has not finished with.
+func (r ReplayResult) left() int {
+	return r.Matched - r.Replayed - r.AlreadyReplayed - r.AlreadyDone - r.Superseded - r.Unmarked
 }
 
 // Replay replays the dead letters f selects that were given up on before the run's first start
-// and are not replayed yet (see the package documentation for the protocol). It stops at the first
-// failed query and returns it with the counts so far; nothing it did is undone or done twice by
-// running the same ID again.
+// and are not replayed yet (see the package documentation for the protocol). A statement that
+// fails transiently is tried again with backoff, up to o.Tries times; the run stops at the first
+// statement that fails for good (or that many times), and returns ErrStopped with the counts so
+// far. Nothing it did is undone or done twice by running the same ID again.
 func Replay(ctx context.Context, st Store, rec Recorder, f Filter, o ReplayOptions) (ReplayResult, error) {
 	var res ReplayResult
 	if o.ID == "" || len(o.ID) > 128 {
@@ -93,20 +126,26 @@ func Replay(ctx context.Context, st Store, rec Recorder, f Filter, o ReplayOptio
 	if o.Rate < 0 {
 		return res, fmt.Errorf("%w: %v per second", ErrRate, o.Rate)
 	}
-	now := o.Now
-	if now == nil {
-		now = time.Now
+	if o.Tries < 0 {
+		return res, fmt.Errorf("%w: %d", ErrTries, o.Tries)
 	}
 	if err := f.Validate(); err != nil {
 		return res, err
 	}
-	res.Started = now()
+	p := newReplayer(st, rec, o)
+	defer p.pace.stop()
+	res.Started = p.now()
 	if !o.DryRun {
-		started, err := st.StartReplayRun(ctx, o.ID, res.Started)
+		err := p.retry(ctx, func() error {
+			started, err := st.StartReplayRun(ctx, o.ID, res.Started)
+			if err == nil {
+				res.Started = started
+			}
+			return err
+		})
 		if err != nil {
 			return res, err
 		}
-		res.Started = started
 	}
 	if f.Until.After(res.Started) {
 		f.Until = res.Started // the snapshot: what fails again during the run waits for another
@@ -114,13 +153,14 @@ func Replay(ctx context.Context, st Store, rec Recorder, f Filter, o ReplayOptio
 	if err := f.Validate(); err != nil {
 		return res, err
 	}
-	list, err := List(ctx, st, f)
-	if err != nil {
+	var list []cassandra.DeadLetter
+	if err := p.retry(ctx, func() (err error) {
+		list, err = List(ctx, st, f)
+		return err
+	}); err != nil {
 		return res, err
 	}
 	res.Matched = len(list)
-	pace := newPacer(o.Rate)
-	defer pace.stop()
 	conc := o.Concurrency
 	if conc <= 0 {
 		conc = DefaultConcurrency
@@ -143,12 +183,13 @@ func Replay(ctx context.Context, st Store, rec Recorder, f Filter, o ReplayOptio
 		go func(d cassandra.DeadLetter) {
 			defer wg.Done()
 			defer func() { <-slots }()
-			outcome, key, err := replayOne(ctx, st, rec, d, o, now, pace)
+			outcome, key, err := p.one(ctx, d)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				if first == nil {
-					first = fmt.Errorf("at %s/%s: %w", d.Transaction.ID, d.Transaction.ImplType, err)
+					first = fmt.Errorf("at dead letter %s/%s (given up on at %s): %w", d.Transaction.ID, d.Transaction.ImplType,
+						d.DeadAt.UTC().Format(time.RFC3339Nano), err)
 				}
 				return
 			}
@@ -170,22 +211,67 @@ func Replay(ctx context.Context, st Store, rec Recorder, f Filter, o ReplayOptio
 		}(d)
 	}
 	wg.Wait()
+	res.Retried, res.Settled = int(p.retried.Load()), int(p.settled.Load())
 	if first != nil {
-		return res, fmt.Errorf("deadletter: replay %q stopped (%d replayed; run it again to complete it) %w", o.ID, res.Replayed, first)
+		return res, fmt.Errorf("%w: %q, %d replayed, %d of %d left (run it again to complete it), %w",
+			ErrStopped, o.ID, res.Replayed, res.left(), res.Matched, first)
 	}
 	return res, nil
 }
 
-func replayOne(ctx context.Context, st Store, rec Recorder, d cassandra.DeadLetter, o ReplayOptions, now func() time.Time, pace *pacer) (Outcome, cassandra.BucketKey, error) {
+// replayer replays one run's dead letters, each on its own goroutine.
+type replayer struct {
+	st    Store
+	rec   Recorder
+	o     ReplayOptions
+	now   func() time.Time
+	wait  func(ctx context.Context, d time.Duration) error
+	tries int
+	pace  *pacer
+
+	retried, settled atomic.Int64
+
+	// days holds one slot per dead_day partition: a partition's marks (and their serial reads)
+	// go one at a time. Paxos orders the rounds of one partition, and rounds sent at once do not
+	// queue: they contend, and under load the losers time out ("Operation timed out - received
+	// only 0 responses") instead of waiting their turn. Every dead letter of a day shares its
+	// partition, so 32 marks at once were 32 contending rounds.
+	mu   sync.Mutex
+	days map[window.Date]chan struct{}
+}
+
+func newReplayer(st Store, rec Recorder, o ReplayOptions) *replayer {
+	p := &replayer{st: st, rec: rec, o: o, now: o.Now, wait: o.Wait, tries: o.Tries, pace: newPacer(o.Rate),
+		days: map[window.Date]chan struct{}{}}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.wait == nil {
+		p.wait = sleep
+	}
+	if p.tries == 0 {
+		p.tries = DefaultTries
+	}
+	return p
+}
+
+// one replays d: read its marker, record the copy, raise the floor, mark it.
+func (p *replayer) one(ctx context.Context, d cassandra.DeadLetter) (Outcome, cassandra.BucketKey, error) {
 	t := d.Transaction
 	if d.ReplayedBy != "" {
 		return AlreadyReplayed, cassandra.BucketKey{}, nil
 	}
-	m, found, err := st.Marker(ctx, t.ID, t.ImplType)
-	if err != nil {
+	var (
+		m     cassandra.Marker
+		found bool
+	)
+	if err := p.retry(ctx, func() (err error) {
+		m, found, err = p.st.Marker(ctx, t.ID, t.ImplType)
+		return err
+	}); err != nil {
 		return "", cassandra.BucketKey{}, err
 	}
-	if found && m.State == cassandra.MarkerCommitted {
+	if alreadyDone(m, found) {
 		return AlreadyDone, cassandra.BucketKey{}, nil
 	}
 	next := cassandra.Copy{Replay: t.Replay + 1}
@@ -194,31 +280,144 @@ func replayOne(ctx context.Context, st Store, rec Recorder, d cassandra.DeadLett
 		// counting it as replayed would report a retry that never happens.
 		return Superseded, cassandra.BucketKey{}, nil
 	}
-	if o.DryRun {
+	if p.o.DryRun {
 		return WouldReplay, cassandra.BucketKey{}, nil
 	}
-	if err := pace.wait(ctx); err != nil {
+	if err := p.pace.wait(ctx); err != nil {
 		return "", cassandra.BucketKey{}, err
 	}
-	key, err := rec.Record(ctx, recorder.Failure{
-		TransactionID: t.ID, AllocationKey: t.AllocationKey, ImplType: t.ImplType,
-		Attempt: next.Attempt, Replay: next.Replay, AddedAt: t.AddedAt, InstanceID: d.Bucket.InstanceID,
-	})
-	if err != nil {
+	// A record retried after a timeout may land in a later window than the try that timed out
+	// (which may have written its copy all the same): both copies stand at the floor, and the
+	// first to run settles the other, as after a crash between the record and the mark.
+	var key cassandra.BucketKey
+	if err := p.retry(ctx, func() (err error) {
+		key, err = p.rec.Record(ctx, recorder.Failure{
+			TransactionID: t.ID, AllocationKey: t.AllocationKey, ImplType: t.ImplType,
+			Attempt: next.Attempt, Replay: next.Replay, AddedAt: t.AddedAt, InstanceID: d.Bucket.InstanceID,
+		})
+		return err
+	}); err != nil {
 		return "", key, err
 	}
-	if err := st.SetFloor(ctx, t.ID, t.ImplType, next, o.MarkerRetention); err != nil {
+	if err := p.retry(ctx, func() error {
+		return p.st.SetFloor(ctx, t.ID, t.ImplType, next, p.o.MarkerRetention)
+	}); err != nil {
 		return "", key, err
 	}
-	err = st.MarkDeadLetterReplayed(ctx, d, o.ID, now())
-	switch {
-	case errors.Is(err, cassandra.ErrDeadLetterChanged):
-		return Unmarked, key, nil
-	case err != nil:
-		return "", key, err
-	}
-	return Replayed, key, nil
+	outcome, err := p.mark(ctx, d)
+	return outcome, key, err
 }
+
+// mark marks d replayed by the run. A compare-and-set that fails transiently may still be
+// accepted (a Paxos proposal a later round completes), so before it is tried again its outcome is
+// read at the serial level: a quorum read could miss an accepted proposal, and the mark would be
+// written twice, or reported lost when it is there.
+func (p *replayer) mark(ctx context.Context, d cassandra.DeadLetter) (Outcome, error) {
+	for try := 1; ; try++ {
+		release, err := p.partition(ctx, d.DeadDay())
+		if err != nil {
+			return "", err
+		}
+		err = p.st.MarkDeadLetterReplayed(ctx, d, p.o.ID, p.now())
+		switch {
+		case err == nil:
+			release()
+			return Replayed, nil
+		case errors.Is(err, cassandra.ErrDeadLetterChanged):
+			release()
+			return Unmarked, nil
+		case !cassandra.Transient(err):
+			release()
+			return "", err
+		}
+		var (
+			by      string
+			current bool
+		)
+		rerr := p.retry(ctx, func() (rerr error) {
+			by, current, rerr = p.st.ReplayMark(ctx, d)
+			return rerr
+		})
+		release()
+		if rerr != nil {
+			return "", fmt.Errorf("%w; then the read of its outcome failed: %w", err, rerr)
+		}
+		p.settled.Add(1)
+		switch {
+		case !current:
+			return Unmarked, nil
+		case by != "":
+			// Ours, or another run's that marked it meanwhile: either way the row says replayed
+			// and this run's copy is written.
+			return Replayed, nil
+		case try >= p.tries:
+			return "", fmt.Errorf("%d tries, none applied: %w", try, err)
+		}
+		if werr := p.backoff(ctx, try); werr != nil {
+			return "", fmt.Errorf("%w (then %w)", err, werr)
+		}
+	}
+}
+
+// partition waits for the slot of dead_day day's partition; release gives it back.
+func (p *replayer) partition(ctx context.Context, day window.Date) (release func(), err error) {
+	p.mu.Lock()
+	slot, ok := p.days[day]
+	if !ok {
+		slot = make(chan struct{}, 1)
+		p.days[day] = slot
+	}
+	p.mu.Unlock()
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// retry runs f until it succeeds, fails for good, or failed transiently p.tries times.
+func (p *replayer) retry(ctx context.Context, f func() error) error {
+	for try := 1; ; try++ {
+		err := f()
+		switch {
+		case err == nil || !cassandra.Transient(err):
+			return err
+		case try >= p.tries:
+			return fmt.Errorf("%d tries: %w", try, err)
+		}
+		if werr := p.backoff(ctx, try); werr != nil {
+			return fmt.Errorf("%w (then %w)", err, werr)
+		}
+	}
+}
+
+// backoff waits before try+1: retryBase doubled per try, at most retryCap, jittered into its
+// upper half.
+func (p *replayer) backoff(ctx context.Context, try int) error {
+	p.retried.Add(1)
+	d := min(retryBase<<min(try-1, 16), retryCap)
+	d = d/2 + rand.N(d/2+1)
+	return p.wait(ctx, d)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// alreadyDone reports whether the step of a dead letter ran to success after all: a duplicate
+// copy of it (the same step recorded under two instance ids) was given up on after another copy
+// committed. The marker reads COMMITTED first, whatever DEAD_LETTERED came after it; replaying
+// the step would run it again (invariant 7), so the replay counts it as already done instead.
+func alreadyDone(m cassandra.Marker, found bool) bool { return found && m.Committed() }
 
 // pacer spaces replays 1/rate apart.
 type pacer struct{ tick *time.Ticker }

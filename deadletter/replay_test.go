@@ -53,6 +53,10 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Writes lag the worker's write clock (the wall clock) by the whole bound: the manual clock
+	// drains rows a moment of wall time after they were written, and a checked delete, stamped
+	// max_clock_offset back, spares rows that recent (docs/schema.md, "Checked deletes").
+	st = st.WithWriteClock(clocktest.NewShifted(-worker.DefaultMaxClockOffset))
 	e := &env{t: t, session: s, ks: ks, store: st, clock: clocktest.New(noon), refuse: map[string]bool{}, transient: map[string]bool{}}
 	g := lease.NewGuard(e.clock, 100*time.Millisecond)
 	g.Set(lease.Lease{WorkerID: "w0", Ring: ring, NodeCount: 1, Epoch: 1,
@@ -472,5 +476,50 @@ func TestReplayMarksOnlyTheDeadLetterItRead(t *testing.T) {
 	err = e.store.MarkDeadLetterReplayed(ctx, cassandra.DeadLetter{Bucket: newer.Bucket, Transaction: newer.Transaction, DeadAt: noon}, "r", e.clock.Now())
 	if !errors.Is(err, cassandra.ErrDeadLetterChanged) || !strings.Contains(err.Error(), "given up on again") {
 		t.Errorf("mark of a row read before it was written again: %v; want ErrDeadLetterChanged saying so", err)
+	}
+}
+
+// TestReplayOfADuplicateDeadLetteredAfterCommit: the same step was recorded under two instance
+// ids; one copy ran and committed, then the other was refused (a 4xx after the success) and
+// dead-lettered with a dead letter's writes: the dead letter, the floor past its generation,
+// DEAD_LETTERED. The step ran: a replay replays nothing for it and says it was already done,
+// and no later pass calls it again.
+func TestReplayOfADuplicateDeadLetteredAfterCommit(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.record("x")
+	e.drainFor(3)
+	if got := e.callsOf("x"); len(got) != 1 {
+		t.Fatalf("x was called at generations %v, want once", got)
+	}
+	w, err := window.Of(noon, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := e.clock.Now()
+	if err := e.store.InsertDeadLetter(ctx, cassandra.DeadLetter{
+		Bucket:      cassandra.BucketKey{Window: w, InstanceID: "pod-b"},
+		Transaction: cassandra.Transaction{ID: "x", ImplType: "Payment", Attempt: 1, AddedAt: noon},
+		LastStatus:  422, DeadAt: now, WorkerID: "w-duplicate",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.SetFloor(ctx, "x", "Payment", cassandra.Copy{Replay: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.MarkDeadLettered(ctx, "x", "Payment", "w-duplicate", now, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	res, err := deadletter.Replay(ctx, e.store, e.recorder("deadletters-replay"), e.filter(), deadletter.ReplayOptions{ID: "after-commit", Now: e.clock.Now})
+	if err != nil || res.Matched != 1 || res.Replayed != 0 || res.AlreadyDone != 1 {
+		t.Fatalf("replay: %+v, %v; want the one dead letter counted as already done, none replayed", res, err)
+	}
+	if copies := e.copiesOf("x"); len(copies) != 0 {
+		t.Fatalf("the replay left copies %v of x, want none", copies)
+	}
+	e.drainFor(3)
+	if got := e.callsOf("x"); len(got) != 1 {
+		t.Fatalf("x was called at generations %v, want once (before the duplicate was dead-lettered)", got)
 	}
 }

@@ -49,6 +49,7 @@ func (s *sim) pass(ctx context.Context, year int) error {
 				}
 				for _, b := range bs {
 					k := cassandra.BucketKey{Window: w, InstanceID: in.ID, Bucket: b}
+					readFrom := cassandra.CheckedDeleteTime(time.Now(), simOffset)
 					if err := s.st.ForEachTransaction(ctx, k, func(t cassandra.Transaction) error {
 						s.mu.Lock()
 						s.executed[t.ID]++
@@ -57,18 +58,18 @@ func (s *sim) pass(ctx context.Context, year int) error {
 					}); err != nil {
 						return err
 					}
-					if err := s.st.DeleteBucketPartition(ctx, k); err != nil {
+					if err := s.st.DeleteBucketPartition(ctx, k, readFrom); err != nil {
 						return err
 					}
-					if err := s.st.DeleteBucket(ctx, w, in.ID, b); err != nil {
+					if err := s.st.DeleteBucket(ctx, w, in.ID, b, readFrom); err != nil {
 						return err
 					}
 				}
-				if _, err := s.st.DeleteInstanceChecked(ctx, w, in.ID); err != nil {
+				if _, err := s.st.DeleteInstanceChecked(ctx, w, in.ID, simOffset); err != nil {
 					return err
 				}
 			}
-			gone, err := s.st.DeleteWindowChecked(ctx, w)
+			gone, err := s.st.DeleteWindowChecked(ctx, w, simOffset)
 			if err != nil {
 				return err
 			}
@@ -89,7 +90,7 @@ func (s *sim) pass(ctx context.Context, year int) error {
 				return err
 			}
 		}
-		gone, err := s.st.DeleteDayChecked(ctx, d)
+		gone, err := s.st.DeleteDayChecked(ctx, d, simOffset)
 		if err != nil {
 			return err
 		}
@@ -104,6 +105,10 @@ func (s *sim) pass(ctx context.Context, year int) error {
 	return nil
 }
 
+// simOffset is the clock bound the sim stamps its deletes with; the late writer's clock lags the
+// sim's (the wall clock) by all of it.
+const simOffset = 2 * time.Second
+
 // Late writes race a worker and Node-0 that delete everything they see: every failure is still
 // executed exactly once, and the directory drains. The interleavings this rarely hits on its
 // own are forced one by one in cassandra.TestCheckedDeletesRaceLateWriters.
@@ -111,7 +116,7 @@ func TestLateWritesSurviveConcurrentCompaction(t *testing.T) {
 	ctx := ctxT(t)
 	st := storetest.Store(t, 1)
 	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
-	rec := newRecorder(t, st, clocktest.New(now), nil)
+	rec := newRecorder(t, st.WithWriteClock(clocktest.NewShifted(-simOffset)), clocktest.New(now), nil)
 	s := &sim{st: st, executed: map[string]int{}}
 
 	const writes = 60

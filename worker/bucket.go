@@ -20,6 +20,10 @@ import (
 type bucketRun struct {
 	key   cassandra.BucketKey
 	token int64
+	// readFrom is the write clock's reading before the bucket's first page was read: the
+	// partition delete is stamped from it, so that a row written into the bucket after that
+	// read, even into a page already read, survives the delete and is read by a later pass.
+	readFrom time.Time
 
 	wg       sync.WaitGroup
 	seen     atomic.Int64 // rows dispatched
@@ -156,7 +160,7 @@ func keptReason(err error) string {
 //
 // In a pause sweep (sweep) each row is only checked against its marker (sweepRow), never executed.
 func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, token int64, sweep bool) (*bucketRun, error) {
-	run := &bucketRun{key: key, token: token, sweep: sweep}
+	run := &bucketRun{key: key, token: token, sweep: sweep, readFrom: s.cfg.WriteClock.Now()}
 	row := s.runRow
 	if sweep {
 		row = s.sweepRow
@@ -219,7 +223,9 @@ func (s *Scanner) streamBucket(ctx context.Context, key cassandra.BucketKey, tok
 
 // finish waits for the bucket's rows and, when every row read finished, deletes the bucket
 // partition and then its tier-4 row. It reports whether the bucket is gone. A partial bucket
-// (stopped, refused, a row that did not finish) is kept whole for a later pass.
+// (stopped, refused, a row that did not finish) is kept whole for a later pass, and so is one
+// whose partition delete left rows stamped within max_clock_offset of it (a row written after
+// the read, or just before).
 func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 	run.wg.Wait()
 	seen, finished := run.seen.Load(), run.finished.Load()
@@ -240,18 +246,34 @@ func (s *Scanner) finish(ctx context.Context, run *bucketRun) bool {
 		return false
 	}
 	ctx = context.WithoutCancel(ctx) // a finished bucket is deleted even while the worker stops
-	if err := s.onToken(ctx, run.token, func(ctx context.Context) error { return s.store.DeleteBucketPartition(ctx, k) }); err != nil {
+	if err := s.onToken(ctx, run.token, func(ctx context.Context) error {
+		return s.store.DeleteBucketPartition(ctx, k, s.deleteTime(run.readFrom))
+	}); err != nil {
 		s.count(&s.stats.BucketsKept)
 		s.log.Warn().Err(err).Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).Msg("bucket not deleted")
 		return false
 	}
-	// Tier 4 goes after tier 5: a tier-4 row without its partition is harmless (the next pass
-	// reads an empty bucket and deletes the row), a partition without its tier-4 row is lost.
+	// Tier 4 goes after tier 5, by a checked delete: a tier-4 row without its partition is
+	// harmless (the next pass reads an empty bucket and deletes the row), a partition without its
+	// tier-4 row is lost. A row written after the read survived the partition delete: the check
+	// sees it, and the tier-4 row stays to lead to it.
+	var survivors int
 	if err := s.onToken(ctx, run.token, func(ctx context.Context) error {
-		return s.store.DeleteBucket(ctx, k.Window, k.InstanceID, k.Bucket)
+		checkedAt := s.cfg.WriteClock.Now()
+		rows, _, err := s.store.ReadBucketPage(ctx, k, nil)
+		if survivors = len(rows); err != nil || survivors > 0 {
+			return err
+		}
+		return s.store.DeleteBucket(ctx, k.Window, k.InstanceID, k.Bucket, s.deleteTime(checkedAt))
 	}); err != nil {
 		s.count(&s.stats.BucketsKept)
 		s.log.Warn().Err(err).Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).Msg("bucket row not deleted")
+		return false
+	}
+	if survivors > 0 {
+		s.count(&s.stats.BucketsKept)
+		s.log.Info().Str("instance_id", k.InstanceID).Stringer("window", k.Window).Int("bucket", k.Bucket).Int("rows", survivors).
+			Msg("bucket kept: rows stamped less than max_clock_offset before its delete survived it (written after it was read, or just before); a later pass reads them again")
 		return false
 	}
 	s.count(&s.stats.BucketsDeleted)

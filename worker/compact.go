@@ -154,20 +154,7 @@ func (s *Scanner) compactDay(ctx context.Context, d window.Date, now time.Time, 
 			}
 			break
 		}
-		var left bool
-		if err := s.onNode0(ctx, func(ctx context.Context) (err error) {
-			left, err = s.store.HasInstances(ctx, w) // gate 1: the whole ring, no token filter
-			return err
-		}); err != nil {
-			return false, err
-		}
-		if left {
-			if firstKept == nil {
-				firstKept = &w
-			}
-			continue
-		}
-		gone, err := s.deleteWindow(ctx, w)
+		gone, err := s.deleteWindow(ctx, w) // behind gate 1
 		if err != nil {
 			return false, err
 		}
@@ -204,48 +191,71 @@ func (s *Scanner) compactDay(ctx context.Context, d window.Date, now time.Time, 
 	return firstKept == nil, nil
 }
 
-// deleteWindow deletes a window row that passed both gates, then runs gate 1 again. A late write
-// (an import) publishes its instance marker before the window row; when that window row landed
-// before our delete, the delete would hide the marker. Seeing a marker after the delete catches
-// it, and the window row is written back. It reports whether the window is gone.
+// deleteWindow deletes a window row that passed gate 2 by a checked delete (docs/schema.md):
+// under one guard check and one inflight scope it reads the write clock, runs gate 1 (no
+// instance marker left in the window, whatever its token), deletes the row with a tombstone
+// stamped max_clock_offset before that reading, and reads the row back. A late write (an
+// import) publishes its instance marker before the window row: either gate 1 sees the marker, or
+// the window row comes after the check, newer than the tombstone, and survives it. A window row
+// written shortly before the check survives too, empty: read back, it is reported kept, so that
+// the checkpoint stays at it (invariant 8) and a later pass deletes it. It reports whether the
+// window is gone.
 func (s *Scanner) deleteWindow(ctx context.Context, w window.Window) (bool, error) {
-	if err := s.onNode0(ctx, func(ctx context.Context) error { return s.store.DeleteWindow(ctx, w) }); err != nil {
-		return false, err
-	}
-	var left bool
+	var left, outlived bool
 	err := s.onNode0(ctx, func(ctx context.Context) (err error) {
-		left, err = s.store.HasInstances(ctx, w)
+		checkedAt := s.cfg.WriteClock.Now()
+		if left, err = s.store.HasInstances(ctx, w); err != nil || left { // gate 1: the whole ring, no token filter
+			return err
+		}
+		if err := s.store.DeleteWindow(ctx, w, s.deleteTime(checkedAt)); err != nil {
+			return err
+		}
+		outlived, err = s.store.HasWindow(ctx, w)
 		return err
 	})
-	if err == nil && !left {
-		return true, nil
-	}
-	if rerr := s.onNode0(ctx, func(ctx context.Context) error { return s.store.InsertWindow(ctx, w) }); rerr != nil {
-		s.log.Error().Err(rerr).Stringer("window", w).Msg("window deleted but not restored")
-		return false, cmp.Or(err, rerr)
-	}
-	s.count(&s.stats.Restored)
-	s.log.Info().Stringer("window", w).Msg("window restored: an instance marker appeared after gate 1")
-	return false, err
-}
-
-// deleteDay deletes a day row whose windows are all gone, then lists the day's windows again
-// from its checkpoint, which a late writer lowers after writing its window row and before
-// writing the day row again. A window seen after the delete means the day row is written back.
-// It reports whether the day is gone.
-func (s *Scanner) deleteDay(ctx context.Context, d window.Date) (bool, error) {
-	if err := s.onNode0(ctx, func(ctx context.Context) error { return s.store.DeleteDay(ctx, d) }); err != nil {
+	if err != nil || left {
 		return false, err
 	}
-	ws, _, err := s.liveWindows(ctx, d, s.onNode0)
-	if err == nil && len(ws) == 0 {
-		return true, nil
+	if outlived {
+		s.count(&s.stats.Outlived)
+		s.log.Info().Stringer("window", w).Msg("window outlived its delete: written within max_clock_offset of it; a later pass deletes it")
+		return false, nil
 	}
-	if rerr := s.onNode0(ctx, func(ctx context.Context) error { return s.store.InsertDay(ctx, d) }); rerr != nil {
-		s.log.Error().Err(rerr).Stringer("day", d).Msg("day deleted but not restored")
-		return false, cmp.Or(err, rerr)
+	return true, nil
+}
+
+// deleteDay deletes a day row whose windows are all gone by a checked delete: the same steps as
+// deleteWindow, the check listing the day's windows from its checkpoint (which a late writer
+// lowers after writing its window row and before writing the day row again). It reports whether
+// the day is gone.
+func (s *Scanner) deleteDay(ctx context.Context, d window.Date) (bool, error) {
+	var windows []window.Window
+	var outlived bool
+	err := s.onNode0(ctx, func(ctx context.Context) error {
+		checkedAt := s.cfg.WriteClock.Now()
+		cp, err := s.store.WindowCheckpoint(ctx, d)
+		if err != nil {
+			return err
+		}
+		if windows, err = s.store.ListWindows(ctx, d, cp.Minute); err != nil || len(windows) > 0 {
+			return err
+		}
+		if err := s.store.DeleteDay(ctx, d, s.deleteTime(checkedAt)); err != nil {
+			return err
+		}
+		outlived, err = s.store.HasDay(ctx, d)
+		return err
+	})
+	switch {
+	case err != nil:
+		return false, err
+	case len(windows) > 0:
+		s.log.Info().Stringer("day", d).Stringer("window", windows[0]).Msg("day kept: a window appeared after its last one was deleted")
+		return false, nil
+	case outlived:
+		s.count(&s.stats.Outlived)
+		s.log.Info().Stringer("day", d).Msg("day outlived its delete: written within max_clock_offset of it; a later pass deletes it")
+		return false, nil
 	}
-	s.count(&s.stats.Restored)
-	s.log.Info().Stringer("day", d).Msg("day restored: a window appeared after its last one was deleted")
-	return false, err
+	return true, nil
 }

@@ -122,6 +122,11 @@ type Config struct {
 	// Clock tells the time: the wall clock (UTC) for windows and the same reading for the guard.
 	// Default lease.SystemClock. Tests inject a manual clock shared with the guard.
 	Clock lease.Clock
+	// WriteClock is the clock Cassandra writes are stamped with (the driver reads the wall clock
+	// when it sends a statement): a checked delete's tombstone is stamped from its reading, so it
+	// must be the clock the max_clock_offset bound holds for. Default lease.SystemClock. Tests
+	// whose Clock is manual keep this one on the wall clock, which the driver stamps with.
+	WriteClock lease.Clock
 	// Logger receives the worker's logs. The zero value logs nothing. The scanner adds component
 	// and worker_id to every line, so a logger given here carries neither.
 	Logger zerolog.Logger
@@ -170,6 +175,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = lease.SystemClock{}
+	}
+	if c.WriteClock == nil {
+		c.WriteClock = lease.SystemClock{}
 	}
 	return c
 }

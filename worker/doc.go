@@ -14,8 +14,10 @@
 //     recorded again into a later window); a partial bucket is kept whole;
 //   - delete a tier-2 window or a tier-1 day unless it is Node-0 and both gates passed;
 //   - execute a step whose marker is COMMITTED;
-//   - trust a directory delete blindly: after deleting an instance marker, a window or a day it
-//     reads once more, and writes the row back if a late write (an import) raced with the delete;
+//   - delete a directory row (or a bucket partition) that a writer may be racing with any
+//     timestamp but the checked delete's: its write clock read before it checked that the level
+//     below is empty, minus max_clock_offset, in the CQL; check and delete in one guarded
+//     operation, so that no release of the token comes between them (docs/schema.md);
 //   - skip a day for being old: every live day of last year and this year is visited.
 //
 // # The traversal, by example
@@ -34,7 +36,9 @@
 //	                                     the Concurrency semaphore before it runs, so the next page is
 //	                                     read only when the current one is dispatched
 //
-// Each row: read its marker (span_key = impl type); COMMITTED → skip for good; a floor above the
+// Each row: read its marker (span_key = impl type; each state in cells of its own, read in this
+// order, so that no later write of a stalled or duplicate copy hides a COMMITTED); COMMITTED →
+// skip for good; a floor above the
 // row's copy (replay generation, attempt) → skip for good, superseded: a newer copy of the step
 // runs at the window its backoff chose (invariant 9); DEAD_LETTERED without a floor (written
 // before floors were) → skip for good; another worker's IN_PROGRESS that has not expired → leave

@@ -51,6 +51,12 @@ func newEnv(t *testing.T, windowMinutes int, now time.Time) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every write of the env (the test's writers and the workers' own) lags the workers' write
+	// clock, the wall clock, by the whole bound. The manual clock compresses hours into
+	// milliseconds of wall time: without the lag a checked delete, stamped max_clock_offset
+	// back, would spare rows written a moment before it, which in production are older than
+	// the bound by then (written before their window started).
+	st = st.WithWriteClock(clocktest.NewShifted(-DefaultMaxClockOffset))
 	return &env{t: t, session: s, ks: ks, ring: ring, length: windowMinutes, store: st, clock: clocktest.New(now)}
 }
 

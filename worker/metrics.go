@@ -53,7 +53,7 @@ func NewMetrics(sc *Scanner) *Metrics {
 			simple("instances_deleted_total", "Tier-3 instance markers deleted.", func(s Stats) uint64 { return s.InstancesDeleted }),
 			simple("windows_deleted_total", "Tier-2 windows deleted by Node-0.", func(s Stats) uint64 { return s.WindowsDeleted }),
 			simple("days_deleted_total", "Tier-1 days deleted by Node-0.", func(s Stats) uint64 { return s.DaysDeleted }),
-			simple("restored_total", "Directory rows written back because a late write raced with their delete.", func(s Stats) uint64 { return s.Restored }),
+			simple("outlived_deletes_total", "Windows and days still there right after Node-0's checked delete (stamped within max_clock_offset of it); a later pass deletes them.", func(s Stats) uint64 { return s.Outlived }),
 			simple("guard_refusals_total", "Queries and executions the lease guard refused.", func(s Stats) uint64 { return s.GuardRefusals }),
 			simple("held_paused_total", "Rows left for later because the operator paused the ring or their impl type.", func(s Stats) uint64 { return s.HeldPaused }),
 			simple("pause_sweeps_total", "Traversals of a paused ring that only checked rows against their markers, to carry kept buckets before their markers expire.", func(s Stats) uint64 { return s.PauseSweeps }),

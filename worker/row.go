@@ -58,12 +58,13 @@ func (s *Scanner) runRow(runCtx context.Context, run *bucketRun, t cassandra.Tra
 		return true, nil
 	}
 	switch {
-	case found && m.State == cassandra.MarkerInProgress && m.Owner != s.cfg.WorkerID:
+	case found && m.InProgressOwner != "" && m.InProgressOwner != s.cfg.WorkerID:
 		// Another worker started this step less than its execution timeout plus MarkerMargin ago
-		// (the marker's TTL). Token leases keep one instance's rows to one worker, so this is
-		// either the same step recorded under two instances, which may be running right now, or
-		// the marker of a worker that died mid-call, which expires soon. Leave the row for a pass
-		// after the marker turned COMMITTED or expired.
+		// (the IN_PROGRESS cells' TTL), and nothing finishes the row: no COMMITTED, no floor past
+		// it, no DEAD_LETTERED before floors. Token leases keep one instance's rows to one worker,
+		// so this is either the same step recorded under two instances, which may be running right
+		// now, or the marker of a worker that died mid-call, which expires soon. Leave the row for
+		// a pass after the marker turned COMMITTED or expired.
 		s.count(&s.stats.SkippedInProgress)
 		return false, errElsewhere
 	}
@@ -191,12 +192,14 @@ func (s *Scanner) pausedFor(impl string) error {
 }
 
 // finishedBy reports the counter of the reason the marker finishes a row at t without a call, or
-// nil when it does not.
+// nil when it does not. It reads the marker in the order COMMITTED, floor, DEAD_LETTERED: each
+// lives in cells of its own, so a COMMITTED finishes the row whatever a stalled or duplicate copy
+// wrote after it (invariant 7), and an IN_PROGRESS never hides any of them.
 func (s *Scanner) finishedBy(m cassandra.Marker, found bool, t cassandra.Transaction) *uint64 {
 	switch {
 	case !found:
 		return nil
-	case m.State == cassandra.MarkerCommitted:
+	case m.Committed():
 		return &s.stats.SkippedCommitted
 	case m.Superseded(t.Copy()):
 		// A newer copy of the step exists (this row was recorded again, or given up on): it

@@ -48,9 +48,10 @@ type Stats struct {
 	// WindowsDeleted and DaysDeleted count tier-2 and tier-1 rows Node-0 deleted.
 	WindowsDeleted uint64
 	DaysDeleted    uint64
-	// Restored counts directory rows (instance markers, windows, days) written back right after
-	// their delete, because a late write (an import into a past window) raced with it.
-	Restored uint64
+	// Outlived counts windows and days Node-0 read back right after deleting them: rows stamped
+	// within max_clock_offset of the tombstone (a late writer whose clock was ahead), which a
+	// later pass deletes once the bound has passed. The checkpoint stays at them meanwhile.
+	Outlived uint64
 	// HeldPaused counts rows left for a later pass because the operator paused the ring or
 	// their impl type: no attempt used, no marker written.
 	HeldPaused uint64

@@ -32,11 +32,12 @@ type Directory interface {
 }
 
 // DataCompactor deletes what a worker owns once it is finished: a bucket partition (one partition
-// tombstone), its tier-4 row, and the tier-3 instance marker.
+// tombstone), its tier-4 row, and the tier-3 instance marker. Each delete's tombstone is stamped
+// at (cassandra.CheckedDeleteTime): it hides only what was written at or before it.
 type DataCompactor interface {
-	DeleteBucketPartition(ctx context.Context, b cassandra.BucketKey) error
-	DeleteBucket(ctx context.Context, w window.Window, instanceID string, bucket int) error
-	DeleteInstance(ctx context.Context, w window.Window, instanceID string) error
+	DeleteBucketPartition(ctx context.Context, b cassandra.BucketKey, at time.Time) error
+	DeleteBucket(ctx context.Context, w window.Window, instanceID string, bucket int, at time.Time) error
+	DeleteInstance(ctx context.Context, w window.Window, instanceID string, at time.Time) error
 }
 
 // Markers are the STRICT execution markers.
@@ -61,8 +62,13 @@ type DirectoryCompactor interface {
 	// HasInstances reports whether any instance marker is left in a window, across the whole
 	// ring (gate 1).
 	HasInstances(ctx context.Context, w window.Window) (bool, error)
-	DeleteWindow(ctx context.Context, w window.Window) error
-	DeleteDay(ctx context.Context, d window.Date) error
+	// DeleteWindow and DeleteDay stamp their tombstones at (see DataCompactor); HasWindow and
+	// HasDay read a row back after its delete, which a row written within the clock bound of
+	// the tombstone survives.
+	DeleteWindow(ctx context.Context, w window.Window, at time.Time) error
+	DeleteDay(ctx context.Context, d window.Date, at time.Time) error
+	HasWindow(ctx context.Context, w window.Window) (bool, error)
+	HasDay(ctx context.Context, d window.Date) (bool, error)
 	// SetWindowCheckpoint and SetDayCheckpoint compare-and-set a checkpoint from the version read
 	// before the scan whose result justifies the new value.
 	SetWindowCheckpoint(ctx context.Context, d window.Date, prev cassandra.WindowCheckpoint, minute int) (bool, error)

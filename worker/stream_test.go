@@ -82,7 +82,7 @@ func TestLookbackDayMissingFromTier1IsStillDrained(t *testing.T) {
 	e := newEnv(t, 1, noon)
 	yesterday := window.DateOf(noon).AddDays(-1)
 	e.record("pod-a", e.win(yesterday, 1000), 10, ids("tx", 4)...)
-	if err := e.store.DeleteDay(context.Background(), yesterday); err != nil {
+	if err := e.store.DeleteDay(context.Background(), yesterday, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	ex := &recordingExecutor{}

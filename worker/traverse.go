@@ -268,37 +268,38 @@ func (s *Scanner) startInstance(ctx context.Context, w window.Window, in cassand
 	return stopErr
 }
 
-// deleteInstance deletes the instance marker of a drained instance, then checks that no bucket
-// appeared meanwhile. A late write (an import into a window whose time has come) adds a fresh
-// bucket and then writes the marker again; when that marker write lands before our delete, the
-// delete would hide the new bucket. Reading the buckets after the delete catches it: the marker is
-// written back, and the next pass drains the bucket. (A bucket written after that read is
-// followed by its marker, after our delete.)
+// deleteInstance deletes the instance marker of a drained instance by a checked delete
+// (docs/schema.md): it reads the write clock, checks that no bucket row is left, and deletes the
+// marker with a tombstone stamped max_clock_offset before that reading, all under one guard
+// check and one inflight scope, so that no release of the token comes between check and delete.
+// A late write (an import into a window whose time has come) adds a fresh bucket before it
+// writes the marker again: either the check sees the bucket and the marker stays, or the
+// writer's marker comes after the check, newer than the tombstone, and survives it; the next
+// pass drains the bucket. Nothing is written back.
 func (s *Scanner) deleteInstance(ctx context.Context, w window.Window, in cassandra.Instance) bool {
-	log := s.log.With().Str("instance_id", in.ID).Stringer("window", w).Logger()
-	if err := s.onToken(ctx, in.Token, func(ctx context.Context) error {
-		return s.store.DeleteInstance(ctx, w, in.ID)
-	}); err != nil {
-		log.Warn().Err(err).Msg("instance marker not deleted")
-		return false
-	}
 	var buckets []int
 	err := s.onToken(ctx, in.Token, func(ctx context.Context) (err error) {
-		buckets, err = s.store.ListBuckets(ctx, w, in.ID)
-		return err
+		checkedAt := s.cfg.WriteClock.Now()
+		if buckets, err = s.store.ListBuckets(ctx, w, in.ID); err != nil || len(buckets) > 0 {
+			return err
+		}
+		return s.store.DeleteInstance(ctx, w, in.ID, s.deleteTime(checkedAt))
 	})
-	if err == nil && len(buckets) == 0 {
-		return true
-	}
-	// A new bucket, or no way to know: write the marker back. An empty instance costs the next
-	// pass one read; a hidden bucket would be lost.
-	if err := s.onToken(ctx, in.Token, func(ctx context.Context) error {
-		return s.store.InsertInstance(ctx, w, in.ID)
-	}); err != nil {
-		log.Error().Err(err).Ints("buckets", buckets).Msg("instance marker deleted but not restored")
+	log := s.log.With().Str("instance_id", in.ID).Stringer("window", w).Logger()
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("instance marker not deleted")
+		return false
+	case len(buckets) > 0:
+		log.Info().Ints("buckets", buckets).Msg("instance marker kept: buckets appeared after the drain")
 		return false
 	}
-	s.count(&s.stats.Restored)
-	log.Info().Ints("buckets", buckets).Msg("instance marker restored: buckets appeared after the drain")
-	return false
+	return true
+}
+
+// deleteTime is the tombstone timestamp of a checked delete whose check began at checkedAt (a
+// reading of the write clock): no row a writer within the clock bound writes after the check is
+// older than it.
+func (s *Scanner) deleteTime(checkedAt time.Time) time.Time {
+	return cassandra.CheckedDeleteTime(checkedAt, s.cfg.MaxClockOffset)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -37,12 +38,17 @@ func main() {
 	if *baseline {
 		rates = []float64{0, *rate}
 	}
+	stopped := false
 	for _, r := range rates {
 		res, err := run(ctx, &f, s, *dead, r, *workers)
 		if err != nil {
 			fail(err)
 		}
 		fmt.Println(res)
+		stopped = stopped || res.stopped != nil
+	}
+	if stopped {
+		os.Exit(1)
 	}
 }
 
@@ -57,6 +63,10 @@ type result struct {
 	replayTime, drainTime time.Duration
 	calls                 int
 	notOnce               int
+	// retried counts the statements the replay tried again after a transient failure, settled
+	// the marks it read back at the serial level; stopped is why it stopped (nil: it did not).
+	retried, settled int
+	stopped          error
 }
 
 func (r result) String() string {
@@ -64,8 +74,12 @@ func (r result) String() string {
 	if r.rate == 0 {
 		label = "--rate 0 (unpaced)"
 	}
-	return fmt.Sprintf("%-20s %d dead letters: replayed %d in %v (%.0f/s); every replayed step executed %v after the replay ended; %d calls; steps executed other than exactly once: %d",
-		label, r.dead, r.replayed, r.replayTime.Round(time.Millisecond), float64(r.replayed)/r.replayTime.Seconds(),
+	line := fmt.Sprintf("%-20s %d dead letters: replayed %d in %v (%.0f/s); %d statements retried after a transient failure, %d marks settled by a serial read",
+		label, r.dead, r.replayed, r.replayTime.Round(time.Millisecond), float64(r.replayed)/r.replayTime.Seconds(), r.retried, r.settled)
+	if r.stopped != nil {
+		return line + "; STOPPED: " + r.stopped.Error()
+	}
+	return line + fmt.Sprintf("; 0 stopped; every replayed step executed %v after the replay ended; %d calls; steps executed other than exactly once: %d",
 		r.drainTime.Round(time.Second), r.calls, r.notOnce)
 }
 
@@ -114,7 +128,11 @@ func run(ctx context.Context, f *benchkit.Flags, s *gocql.Session, n int, rate f
 	}
 	start := time.Now()
 	rr, err := deadletter.Replay(ctx, st, rec, deadletter.Filter{Until: start}, deadletter.ReplayOptions{ID: "bench", Rate: rate})
-	res.replayTime, res.replayed = time.Since(start), rr.Replayed
+	res.replayTime, res.replayed, res.retried, res.settled = time.Since(start), rr.Replayed, rr.Retried, rr.Settled
+	if errors.Is(err, deadletter.ErrStopped) {
+		res.stopped = err
+		return res, nil
+	}
 	if err != nil {
 		return res, err
 	}

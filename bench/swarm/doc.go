@@ -7,8 +7,9 @@
 //   - join storm: every client starts at once; until every ring is settled in the leader's view
 //     (exactly its clients as active members covering the ring, each client's guard holding what
 //     the leader assigned it), with the leader's CPU and RSS meanwhile (from /proc);
-//   - steady renewals for -steady: the leader's CPU and RSS (nothing polls it meanwhile), and the
-//     lease age at receipt (how long each demand waited for its element), p50 and p99;
+//   - steady renewals for -steady: the leader's CPU and RSS (nothing polls it meanwhile), the
+//     lease age at receipt (how long each demand waited for its element), p50 and p99, and the
+//     Raft log's growth (the leader's commit index on /metrics, read before and after);
 //   - a kill -9 of the leader: until another node says it leads; per worker, whether its lease ran
 //     out before its first element from another coordinator, the longest lapse, how long until
 //     every worker was renewed by another node (p50, max), rings whose membership changed and

@@ -34,10 +34,13 @@ type result struct {
 	joinRings   int           // rings settled when the bound ran out
 	joinUsage   usage
 
-	steadyUsage   usage
-	agesP50       time.Duration
-	agesP99       time.Duration
-	steadyElement int
+	steadyUsage usage
+	// steadyEntriesPerMin is how fast the leader's Raft log grew while it only renewed (-1: not
+	// measured).
+	steadyEntriesPerMin float64
+	agesP50             time.Duration
+	agesP99             time.Duration
+	steadyElement       int
 
 	kill *faultResult
 
@@ -202,6 +205,7 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	index0, indexErr := raftCommitIndex(ctx, leader)
 	from := time.Now()
 	smp := sample(leader.Pid(), samplePeriod)
 	select {
@@ -211,10 +215,21 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	case <-time.After(b.o.steady):
 	}
 	b.r.steadyUsage = smp.finish()
+	b.r.steadyEntriesPerMin = -1
+	if indexErr == nil {
+		index1, err := raftCommitIndex(ctx, leader)
+		indexErr = err
+		if err == nil {
+			b.r.steadyEntriesPerMin = float64(index1-index0) / time.Since(from).Minutes()
+		}
+	}
+	if indexErr != nil {
+		b.r.note("steady: Raft log growth not measured: %v", indexErr)
+	}
 	ages := b.s.History().Ages(from, time.Now())
 	b.r.agesP50, b.r.agesP99, b.r.steadyElement = swarm.Percentile(ages, 0.5), swarm.Percentile(ages, 0.99), len(ages)
-	logf("steady: leader %s, lease age at receipt p50 %v p99 %v over %d elements", b.r.steadyUsage,
-		b.r.agesP50.Round(time.Millisecond), b.r.agesP99.Round(time.Millisecond), len(ages))
+	logf("steady: leader %s, lease age at receipt p50 %v p99 %v over %d elements, Raft log %.0f entries/min", b.r.steadyUsage,
+		b.r.agesP50.Round(time.Millisecond), b.r.agesP99.Round(time.Millisecond), len(ages), b.r.steadyEntriesPerMin)
 	return nil
 }
 

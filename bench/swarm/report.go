@@ -59,6 +59,12 @@ func render(m benchkit.Run, o options, rs []*result) string {
 		}
 		return fmt.Sprintf("%s / %s (%d elements)", secs(r.agesP50), secs(r.agesP99), r.steadyElement)
 	})
+	row("steady: Raft log growth (leader's commit index)", func(r *result) string {
+		if r.steadyEntriesPerMin < 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.0f entries/min", r.steadyEntriesPerMin)
+	})
 	row("leader kill: new leader known after", kill(func(f *faultResult) string { return secs(f.electedIn) }))
 	row("**leases that ran out before the new leader's first element**", kill(func(f *faultResult) string {
 		return fmt.Sprintf("**%d of %d** (%d with a lapse after the kill, longest %s)", f.report.RanOut, f.report.Members, f.report.Lapsed, secs(f.report.LongestLapse))

@@ -74,7 +74,7 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 	fs.DurationVar(&cfg.SilenceTimeout, "silence-timeout", 750*time.Millisecond, "a worker silent this long is down")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
 	fs.DurationVar(&cfg.ElectionTimeout, "raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
-	fs.DurationVar(&cfg.LeaderLeaseTimeout, "raft-leader-lease-timeout", 250*time.Millisecond, "Raft leader lease timeout; also bounds lease sends after a quorum check")
+	fs.DurationVar(&cfg.LeaderLeaseTimeout, "raft-leader-lease-timeout", 250*time.Millisecond, "Raft leader lease timeout; also how long after a committed barrier (its proof of leadership) the leader may send leases")
 	fs.StringVar(&cfg.WorkerTokensFile, "worker-tokens", "", "YAML file of worker token hashes per ring (retryring token new); re-read on change. Empty: workers need no token")
 	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "YAML file of admin token hashes: every mutating admin call needs Authorization: Bearer. Empty: none needed")
 	fs.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file of the secret every coordinator sends on /v1/internal/ calls (the same on all). Empty: those are open unless Raft TLS is on")

@@ -211,9 +211,12 @@ func newDeadLettersReplay() *cobra.Command {
 		Short: "Record the matching dead letters again as fresh retries (a snapshot, idempotent by --id)",
 		Long: `Replay lists the matching dead letters first (a snapshot: what fails again during the run is not
 replayed again), then records each again, under its own instance id, at replay generation + 1 and
-attempt 0, through the normal write path, and marks it replayed. Running the same --id again
-replays nothing new, and completes a run that stopped on an error. --dry-run lists what would be
-replayed and writes nothing.`,
+attempt 0, through the normal write path, and marks it replayed. A statement that fails
+transiently (a timeout, too few replicas) is tried again with backoff, up to --tries times; a mark
+whose compare-and-set timed out is read back at the serial level first. The replay stops only on a
+statement that keeps failing, naming the dead letter and how many are left. Running the same --id
+again replays nothing new, and completes a run that stopped. --dry-run lists what would be replayed
+and writes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := d.filter(time.Now())
@@ -242,6 +245,7 @@ replayed and writes nothing.`,
 	fs.StringVar(&o.ID, "id", "", "name of this replay (required): running the same id again replays nothing new")
 	fs.Float64Var(&o.Rate, "rate", 100, "dead letters replayed per second at most (0: no limit)")
 	fs.IntVar(&o.Concurrency, "concurrency", deadletter.DefaultConcurrency, "dead letters replayed at once")
+	fs.IntVar(&o.Tries, "tries", deadletter.DefaultTries, "tries of one statement that fails transiently (a timeout, too few replicas, an overloaded node), with backoff, before the replay stops on it")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be replayed; write nothing")
 	return d.command(cmd)
 }
@@ -275,6 +279,9 @@ func runReplay(ctx context.Context, w io.Writer, st *cassandra.Store, rec *recor
 		verb, res.Replayed, res.Matched, res.Started.UTC().Format(time.RFC3339), res.AlreadyReplayed, res.AlreadyDone, res.Superseded)
 	if res.Unmarked > 0 {
 		summary += fmt.Sprintf("; %d copied but not marked: the dead letter was purged or given up on again meanwhile", res.Unmarked)
+	}
+	if res.Retried > 0 {
+		summary += fmt.Sprintf("; %d statements tried again after a transient failure (%d marks whose outcome a timeout left unknown read back at the serial level)", res.Retried, res.Settled)
 	}
 	if res.Matched == 0 && err == nil {
 		summary = "no dead letter matches these filters: nothing to replay"

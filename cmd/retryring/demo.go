@@ -64,7 +64,7 @@ executed twice, time to drain. It exits non-zero if anything was lost. Ctrl-C st
 	fs.IntVar(&o.instances, "instances", demo.DefaultInstances, "regular-service instances recording the burst")
 	fs.IntVar(&o.workers, "workers", demo.DefaultWorkers, "retry workers")
 	fs.IntVar(&o.workerConcurrency, "worker-concurrency", demo.DefaultWorkerConcurrency, "each worker's --concurrency")
-	fs.DurationVar(&o.duration503, "duration-503", demo.DefaultDuration503, "how long the downstream answers 503 once the first window opened; 0: never")
+	fs.DurationVar(&o.duration503, "duration-503", demo.DefaultDuration503, "how long the downstream answers 503, counted from the first call it refuses (it refuses 10 at least); 0: never")
 	fs.Float64Var(&o.permanentFraction, "permanent-fraction", demo.DefaultPermanentFraction, "fraction of transactions the downstream refuses with a permanent 4xx (dead-lettered)")
 	fs.DurationVar(&o.backdate, "backdate", 0, "record into a past window (readable at once) instead of W+1; 0: W+1")
 	fs.BoolVar(&o.noFaults, "no-faults", false, "do not kill a worker and the coordinator leader")

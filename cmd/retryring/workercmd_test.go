@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -124,5 +126,22 @@ func TestWorkerRetryPolicyFlags(t *testing.T) {
 	t.Setenv("RETRYRING_MAX_ATTEMPTS", "4")
 	if err := run("--retry-policy", good); err == nil || !strings.Contains(err.Error(), "--max-attempts cannot be combined") {
 		t.Errorf("RETRYRING_MAX_ATTEMPTS with --retry-policy: %v", err)
+	}
+}
+
+// TestWorkerRefusesAKeyspaceWithoutThePerStateMarkerCells: on a keyspace the release before the
+// per-state marker cells made, a worker would write IN_PROGRESS and COMMITTED into cells that are
+// not there; it refuses to start, in one line that names what is missing and the command to run.
+func TestWorkerRefusesAKeyspaceWithoutThePerStateMarkerCells(t *testing.T) {
+	ks := cassandratest.KeyspaceFromFixture(t, filepath.Join("..", "..", "cassandra", "testdata", "schema-70c1d4d.cql"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := newRootCommand()
+	cmd.SetArgs([]string{"worker", "--http-addr", "", "--cassandra", cassandratest.Addr(), "--keyspace", ks,
+		"--coordinators", "127.0.0.1:1", "--worker-id", "w-upgrade"})
+	err := cmd.ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "retryring schema apply") ||
+		!strings.Contains(err.Error(), "es_execution_markers.committed_by") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("worker on the keyspace before the upgrade: %v; want one line naming the missing columns and `retryring schema apply`", err)
 	}
 }

@@ -20,9 +20,10 @@ const (
 	// DefaultWorkerConcurrency is each worker's --concurrency: enough to keep a 2-core machine
 	// busy, small enough that a kill -9 leaves few executions in flight.
 	DefaultWorkerConcurrency = 32
-	// DefaultDuration503 is how long the downstream answers 503 once the first window opened:
-	// long enough that a part of the burst is recorded again one window later, short enough
-	// that those copies succeed on their first retry.
+	// DefaultDuration503 is how long the downstream answers 503, counted from the first call it
+	// refuses (and it refuses outageRefusals at least): long enough that a part of the burst is
+	// recorded again one window later, short enough that those copies succeed on their first
+	// retry.
 	DefaultDuration503 = 8 * time.Second
 	// DefaultPermanentFraction of transactions are refused with a permanent 4xx, so that the
 	// demo shows dead letters.
@@ -45,17 +46,21 @@ const (
 var DefaultRing = lease.RingKey{Region: "local", Cluster: "demo", Service: "orders"}
 
 // Schedule places the faults, counted from the moment the first window opens (the drain start).
+// Each is the earliest time: a fault then waits for what it is meant to interrupt.
 type Schedule struct {
-	// WorkerKill is when the busiest worker is killed with SIGKILL; WorkerRestart how long after
-	// that it is launched again (a new incarnation).
+	// WorkerKill is when a worker is killed with SIGKILL, at the next call it sends the downstream
+	// from then on (so it has an execution under way); WorkerRestart how long after that it is
+	// launched again (a new incarnation).
 	WorkerKill    time.Duration
 	WorkerRestart time.Duration
-	// LeaderKill is when the coordinator leader is killed with SIGKILL; LeaderRestart how long
-	// after that it is launched again (it rejoins as a follower).
+	// LeaderKill is when the coordinator leader is killed with SIGKILL, once the killed worker is
+	// back and the ring settled again; LeaderRestart how long after that it is launched again (it
+	// rejoins as a follower).
 	LeaderKill    time.Duration
 	LeaderRestart time.Duration
-	// Pause is when the ring is paused with `retryring ctl pause`, for PauseFor, then resumed with
-	// `ctl resume`; a zero PauseFor pauses nothing.
+	// Pause is when the ring is paused with `retryring ctl pause` (once the downstream recovered
+	// and no kill is under way, at the next call that reaches it), for PauseFor, then resumed
+	// with `ctl resume`; a zero PauseFor pauses nothing.
 	Pause, PauseFor time.Duration
 }
 
@@ -119,8 +124,9 @@ type Config struct {
 	CoordinatorArgs []string
 	WorkerArgs      []string
 
-	// Duration503 is how long the downstream answers 503 once the first window opened.
-	// Negative: never (zero means the default).
+	// Duration503 is how long the downstream answers 503, counted from the first call it refuses;
+	// it refuses outageRefusals calls at least (fewer only for a smaller burst), however long the
+	// workers take to come. Negative: never (zero means the default).
 	Duration503 time.Duration
 	// PermanentFraction of the transactions are refused for good (a 422), by a hash of their
 	// id. Negative: none (zero means the default).

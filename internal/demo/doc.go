@@ -13,9 +13,13 @@
 //     dead-lettered; a progress bar of the drain; which worker holds which tokens; the leader and
 //     its ring page (GET /, HTML; the same view as JSON at GET /v1/ring). On a terminal the frame is redrawn in place with events
 //     printed above it; otherwise each frame is one plain line;
-//  5. once the first window opened: lets the downstream recover after Duration503, kills the
-//     busiest worker with SIGKILL and launches it again, kills the coordinator leader with SIGKILL
-//     and launches it again later, printing each event;
+//  5. once the first window opened, each phase waiting for the work it is about, never for a
+//     time alone (a slow machine, a kill or an election can keep the workers away for long): lets
+//     the downstream recover once it has refused some calls and Duration503 has passed since the
+//     first refusal; kills a worker with SIGKILL at the moment it has a call under way at the
+//     downstream, and launches it again; once it is back, kills the coordinator leader with
+//     SIGKILL and launches it again later; once both are back, pauses the ring at a call under
+//     way after the recovery; printing each event;
 //  6. ends when every recorded transaction is done (the stub answered 2xx or 409) or
 //     dead-lettered (es_dead_letters), and prints the summary: recorded, done, dead-lettered,
 //     lost, executed twice (explained), interleavings, time to drain, and what is left in the

@@ -9,13 +9,19 @@ import (
 	"github.com/retryring/retryring/internal/proc"
 )
 
-// faults kills the busiest worker and the coordinator leader on the schedule, each the same way:
-// SIGKILL, watch what the others do without it, launch it again. It keeps the process states the
-// frames show beside the ring ("killed", "restarting") and what the summary says of the kills.
+// faults kills a worker and the coordinator leader, each the same way: SIGKILL, watch what the
+// others do without it, launch it again. Each kill waits for its time in the schedule and then for
+// what it is meant to interrupt: the worker is killed at the moment the downstream has a call of
+// its under way (held there for that moment), the leader once the worker is back and the ring
+// settled again, so that the two never blur into one longer outage. It keeps the process states
+// the frames show beside the ring ("killed", "restarting") and what the summary says of the kills.
 type faults struct {
 	cfg   Config
 	event func(format string, args ...any)
 	now   func() time.Time
+	// drained is closed once every recorded transaction is done or dead-lettered: a kill still
+	// waiting for an execution to interrupt then has none left to wait for.
+	drained <-chan struct{}
 
 	// Touched by the run's loop only.
 	workerKilled, leaderKilled bool
@@ -30,8 +36,8 @@ type faults struct {
 	last     time.Time
 }
 
-func newFaults(cfg Config, event func(format string, args ...any)) *faults {
-	return &faults{cfg: cfg, event: event, now: cfg.Now, states: map[string]string{}}
+func newFaults(cfg Config, event func(format string, args ...any), drained <-chan struct{}) *faults {
+	return &faults{cfg: cfg, event: event, now: cfg.Now, drained: drained, states: map[string]string{}}
 }
 
 // fault is one kill → observe → restart.
@@ -50,20 +56,28 @@ type fault struct {
 	back   func(ctx context.Context)
 }
 
-// due injects every fault whose time has come, since being how long the first window has been
-// open.
+// due starts every fault whose time has come and whose work is under way, since being how long
+// the first window has been open: the worker kill then waits for the next execution; the leader
+// kill comes once the worker kill is over (its process back, or given up on).
 func (f *faults) due(ctx context.Context, c *proc.Cluster, since time.Duration) {
 	if f.cfg.NoFaults {
 		return
 	}
 	if !f.workerKilled && since >= f.cfg.Schedule.WorkerKill {
 		f.workerKilled = true
-		f.killWorker(ctx, c)
+		f.killWorkerUnderWay(ctx, c)
 	}
-	if !f.leaderKilled && since >= f.cfg.Schedule.LeaderKill {
+	if !f.leaderKilled && f.workerKilled && f.idle() && since >= f.cfg.Schedule.LeaderKill {
 		f.leaderKilled = true
 		f.killLeader(ctx, c)
 	}
+}
+
+// idle reports whether no fault is waiting, watching or restarting.
+func (f *faults) idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pending == 0
 }
 
 // over reports whether every scheduled fault was injected and its process is back (or given up
@@ -148,28 +162,66 @@ func (f *faults) inject(ctx context.Context, d fault) bool {
 	return true
 }
 
-// killWorker kills the worker with the most executions under way at the downstream; it comes back
-// as a new incarnation, which gets ranges only once the old one's lease expired.
-func (f *faults) killWorker(ctx context.Context, c *proc.Cluster) {
-	inFlight := map[string]int{}
-	for _, e := range c.Downstream.Executions() {
-		if e.Running() {
-			inFlight[e.WorkerID]++
+// killWorkerUnderWay waits, on a goroutine of its own, for the next call a worker sends the
+// downstream, and kills that worker while the downstream holds the call: the kill interrupts an
+// execution for certain, whenever the worker's rows come (a window opening, a breaker's probe).
+// When the drain ends first there is nothing left to interrupt, and the kill is skipped.
+func (f *faults) killWorkerUnderWay(ctx context.Context, c *proc.Cluster) {
+	f.mu.Lock()
+	f.pending++
+	f.mu.Unlock()
+	f.running.Add(1)
+	go func() {
+		defer f.running.Done()
+		defer func() {
+			f.mu.Lock()
+			f.pending--
+			f.mu.Unlock()
+		}()
+		for {
+			held, release := c.Downstream.HoldNext()
+			select {
+			case e := <-held:
+				ok := f.killWorker(ctx, c, e.WorkerID)
+				release() // its connection is gone with the worker: the call ends aborted
+				if ok {
+					return
+				}
+			case <-f.drained:
+				release()
+				f.event("worker kill skipped: the drain ended before a worker had an execution under way")
+				return
+			case <-ctx.Done():
+				release()
+				return
+			}
 		}
-	}
+	}()
+}
+
+// killWorker kills worker id, one of whose calls the downstream holds; it comes back as a new
+// incarnation, which gets ranges only once the old one's lease expired. It reports whether it
+// killed it (false: not a running worker of the cluster).
+func (f *faults) killWorker(ctx context.Context, c *proc.Cluster, id string) bool {
 	var victim *proc.Worker
 	for _, w := range c.Workers() {
-		if w.Running() && (victim == nil || inFlight[w.ID] > inFlight[victim.ID]) {
+		if w.ID == id && w.Running() {
 			victim = w
 		}
 	}
 	if victim == nil {
-		return
+		return false
+	}
+	inFlight := 0
+	for _, e := range c.Downstream.ExecutionsBy(id) {
+		if e.Running() {
+			inFlight++
+		}
 	}
 	ok := f.inject(ctx, fault{
 		name: victim.ID, p: victim.Process,
 		killed: fmt.Sprintf("kill -9 worker %s (pid %d) with %d executions under way at the downstream: its ranges move once its last lease (one TTL) has expired",
-			victim.ID, victim.Pid(), inFlight[victim.ID]),
+			victim.ID, victim.Pid(), inFlight),
 		restartAfter: f.cfg.Schedule.WorkerRestart,
 		answer:       func(ctx context.Context) error { return c.WaitWorker(ctx, victim) },
 		back: func(ctx context.Context) {
@@ -182,9 +234,10 @@ func (f *faults) killWorker(ctx context.Context, c *proc.Cluster) {
 	})
 	if ok {
 		f.mu.Lock()
-		f.killed, f.inFlight = victim.ID, inFlight[victim.ID]
+		f.killed, f.inFlight = victim.ID, inFlight
 		f.mu.Unlock()
 	}
+	return ok
 }
 
 // killLeader kills the coordinator leader and reports the election of the next one; the old

@@ -12,21 +12,26 @@ import (
 // pause is an operator's pause of the ring during the drain, the way a person does it: `retryring
 // ctl pause` against the leader's admin address, PauseFor later `retryring ctl resume`. What it
 // shows is how soon the workers obey: an execution may still start within one renewal of the
-// commit (the controls travel in the next lease element), none after that.
+// commit (the controls travel in the next lease element), none after that. So it pauses only
+// while executions are under way: after its time in the schedule, once the downstream answers
+// 200 again and no kill is under way, at the next call that reaches it.
 type pause struct {
 	mu        sync.Mutex
 	started   bool
 	pausedAt  time.Time
 	resumedAt time.Time
 	err       error
+	skipped   bool // the drain ended before an execution came to pause
 }
 
-// due starts the pause once, on a goroutine of its own, when its time in the schedule has come.
-func (p *pause) due(ctx context.Context, r *runner, since time.Duration) {
+// due starts the pause once, on a goroutine of its own, when its time in the schedule has come
+// and ready (the downstream recovered, no kill under way); the goroutine waits for an execution
+// under way.
+func (p *pause) due(ctx context.Context, r *runner, since time.Duration, ready bool) {
 	s := r.cfg.Schedule
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.started || s.PauseFor == 0 || since < s.Pause {
+	if p.started || s.PauseFor == 0 || since < s.Pause || !ready {
 		return
 	}
 	p.started = true
@@ -38,6 +43,21 @@ func (p *pause) due(ctx context.Context, r *runner, since time.Duration) {
 }
 
 func (p *pause) run(ctx context.Context, r *runner, d time.Duration) {
+	held, release := r.cluster.Downstream.HoldNext()
+	select {
+	case <-held:
+		release() // the call goes on at once: it only says executions are under way
+	case <-r.drained:
+		release()
+		p.mu.Lock()
+		p.skipped = true
+		p.mu.Unlock()
+		r.event("ctl pause skipped: the drain ended before an execution came to pause")
+		return
+	case <-ctx.Done():
+		release()
+		return
+	}
 	leader, err := r.cluster.WaitLeader(ctx)
 	if err == nil {
 		err = r.ctl(ctx, "pause", leader, "--reason", "demo: an operator pauses the retries")
@@ -67,11 +87,11 @@ func (p *pause) run(ctx context.Context, r *runner, d time.Duration) {
 	r.event("ctl resume %s after %v", r.cfg.Ring, d)
 }
 
-// over reports whether the pause is done with: never started, resumed, or failed.
+// over reports whether the pause is done with: never started, resumed, failed or skipped.
 func (p *pause) over() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.started || !p.resumedAt.IsZero() || p.err != nil
+	return !p.started || !p.resumedAt.IsZero() || p.err != nil || p.skipped
 }
 
 func (p *pause) fail(r *runner, err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/retryring/retryring/internal/downstream"
@@ -13,7 +14,8 @@ import (
 // Bounds of the loop and of its frames.
 const (
 	// cleanupWait bounds the wait, after the drain, for the workers to delete the buckets they
-	// finished (tiers 3-5 of open windows).
+	// finished (tiers 3-5 of open windows), counted from the last deletion seen: on a busy
+	// machine the deletions take longer, and the wait lasts as long as they go on.
 	cleanupWait = 20 * time.Second
 	// tableWindows is how many windows the terminal table shows.
 	tableWindows = 6
@@ -26,17 +28,23 @@ type progress struct {
 	// drainStart is when the burst's first window opens to the workers; drainedAt when every
 	// recorded transaction was done or dead-lettered (zero before).
 	drainStart, drainedAt time.Time
-	// recovered: the downstream answers 200 again (or never answered 503).
-	recovered  bool
-	faultsOver bool
+	// recovered: the downstream answers 200 again (or never answered 503); the outage it ended
+	// began with the first refused call, at outageFrom, and refused outageRefused calls.
+	recovered     bool
+	outageFrom    time.Time
+	recoveredAt   time.Time
+	outageRefused int
+	faultsOver    bool
 	// execRate is executions per second since the previous tick, at lastTick with lastExecs.
 	execRate  float64
 	lastExecs int
 	lastTick  time.Time
 	// plainTable is when the per-window table was last printed (output that is not a terminal).
 	plainTable time.Time
-	// cleanupFrom is when the wait for the workers' deletions began.
-	cleanupFrom time.Time
+	// cleanupFrom is when the wait for the workers' deletions began; cleanupSeen when the rows
+	// left in open windows were last seen fewer, cleanupLeft how many they were then.
+	cleanupFrom, cleanupSeen time.Time
+	cleanupLeft              int
 	// replay is the replay of the dead letters once the rest drained; pause an operator's pause
 	// of the ring during the drain.
 	replay replay
@@ -70,22 +78,22 @@ func (r *runner) drive(ctx context.Context) (Summary, error) {
 		default:
 		}
 
+		if !p.recovered {
+			r.endOutage(now)
+		}
 		if p.burstDone && !now.Before(p.drainStart) {
 			r.insp.rows.Store(true)
 			since := now.Sub(p.drainStart)
-			if !p.recovered && since >= cfg.Duration503 {
-				p.recovered = true
-				r.cluster.Downstream.SetUnavailable(false)
-				r.event("downstream recovered: it answers 200 from now on (what failed meanwhile waits in a later window)")
-			}
 			r.faults.due(ctx, r.cluster, since)
-			p.pause.due(ctx, r, since)
+			// The pause waits for the faults too: an election under way would blur what it shows.
+			p.pause.due(ctx, r, since, p.recovered && r.faults.idle())
 		}
 
 		ledger := r.ledger(now)
 		p.faultsOver = r.faults.over()
 		if p.burstDone && p.drainedAt.IsZero() && ledger.Lost == 0 && ledger.Recorded > 0 {
 			p.drainedAt = now
+			close(r.drained)
 			r.event("drained: every recorded transaction is done or dead-lettered, %v after the first window opened",
 				now.Sub(p.drainStart).Round(time.Second))
 		}
@@ -97,11 +105,15 @@ func (r *runner) drive(ctx context.Context) (Summary, error) {
 		// count (done since, they count as done).
 		replayOver := p.replay.started.IsZero() || p.replay.over(now, r.cluster.Downstream.Executions())
 		if !p.drainedAt.IsZero() && p.faultsOver && replayOver && p.pause.over() {
-			if p.cleanupFrom.IsZero() {
-				p.cleanupFrom = now
-			}
 			lo, err := r.insp.leftover(ctx)
-			finished = (err == nil && lo.Rows-lo.RowsNotOpen == 0) || now.Sub(p.cleanupFrom) >= cleanupWait
+			left := lo.Rows - lo.RowsNotOpen
+			if p.cleanupFrom.IsZero() {
+				p.cleanupFrom, p.cleanupSeen, p.cleanupLeft = now, now, math.MaxInt
+			}
+			if err == nil && left < p.cleanupLeft {
+				p.cleanupSeen, p.cleanupLeft = now, left
+			}
+			finished = (err == nil && left == 0) || now.Sub(p.cleanupSeen) >= cleanupWait
 		}
 
 		p.execRate = 0
@@ -136,6 +148,25 @@ func (r *runner) drive(ctx context.Context) (Summary, error) {
 	}
 }
 
+// outageRefusals is how many calls the downstream refuses at least before it recovers (fewer
+// for a smaller burst): the outage is about the failures it turns away, and so it lasts until it
+// turned some away, however long the workers took to come (a kill, an election, a slow machine).
+const outageRefusals = 10
+
+// endOutage lets the downstream recover once it has refused outageRefusals calls (or the whole
+// burst) and Duration503 has passed since the first of them.
+func (r *runner) endOutage(now time.Time) {
+	p := &r.progress
+	n, first := r.cluster.Downstream.Refusals()
+	if n < min(outageRefusals, r.cfg.Count) || now.Sub(first) < r.cfg.Duration503 {
+		return
+	}
+	p.recovered, p.outageFrom, p.recoveredAt, p.outageRefused = true, first, now, n
+	r.cluster.Downstream.SetUnavailable(false)
+	r.event("downstream recovered after refusing %s calls in %v: it answers 200 from now on (what failed meanwhile waits in a later window)",
+		num(n), now.Sub(first).Round(100*time.Millisecond))
+}
+
 // ledger gathers the accounting inputs and computes the ledger.
 func (r *runner) ledger(now time.Time) Ledger {
 	seen, dead, _ := r.insp.state()
@@ -162,11 +193,8 @@ func (r *runner) view(now time.Time, l Ledger) view {
 	switch {
 	case p.recovered:
 		v.Downstream = fmt.Sprintf("200 OK (%.1f%% of transactions refused with a permanent 422)", 100*r.cfg.PermanentFraction)
-	case p.burstDone && !now.Before(p.drainStart):
-		left := max(p.drainStart.Add(r.cfg.Duration503).Sub(now), 0)
-		v.Downstream = fmt.Sprintf("503 Service Unavailable (recovers in %s)", clock(left))
 	default:
-		v.Downstream = fmt.Sprintf("503 Service Unavailable (until the first window has been open %v)", r.cfg.Duration503)
+		v.Downstream = r.outageState(now)
 	}
 	v.Phase = r.phase(now, l)
 
@@ -195,6 +223,19 @@ func (r *runner) view(now time.Time, l Ledger) view {
 		v.Workers = append(v.Workers, procRow{Name: w.ID, State: state})
 	}
 	return v
+}
+
+// outageState is the downstream's state during the outage, in words.
+func (r *runner) outageState(now time.Time) string {
+	n, first := r.cluster.Downstream.Refusals()
+	want := min(outageRefusals, r.cfg.Count)
+	if n == 0 {
+		return fmt.Sprintf("503 Service Unavailable (no call yet; it recovers once it has refused %d and %v has passed since the first refusal)", want, r.cfg.Duration503)
+	}
+	if n < want {
+		return fmt.Sprintf("503 Service Unavailable (%s calls refused; it recovers once it has refused %d)", num(n), want)
+	}
+	return fmt.Sprintf("503 Service Unavailable (%s calls refused; recovers in %s)", num(n), clock(max(first.Add(r.cfg.Duration503).Sub(now), 0)))
 }
 
 // phase says in words what the run is doing.
@@ -263,13 +304,9 @@ func (r *runner) finish(ctx context.Context) (Summary, error) {
 		}
 	}
 	s.EarlyCalls = len(downstream.EarlyCalls(execs, r.cfg.WindowMinutes, worker.DefaultMaxRetryDelay))
-	if p.burstDone {
-		outageEnd := p.drainStart.Add(r.cfg.Duration503)
-		for _, e := range execs {
-			if !e.Start.Before(p.drainStart) && e.Start.Before(outageEnd) {
-				s.OutageCalls++
-			}
-		}
+	s.OutageCalls, _ = r.cluster.Downstream.Refusals()
+	if p.recovered && !p.outageFrom.IsZero() {
+		s.OutageFor = p.recoveredAt.Sub(p.outageFrom)
 	}
 	starts := make([]time.Time, len(execs))
 	for i, e := range execs {

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -62,7 +63,11 @@ func (p *replay) start(ctx context.Context, r *runner) {
 			r.event("replay failed: %v", err)
 			return
 		}
-		r.event("replayed %s dead letters as fresh retries into the next window; they run when it opens", num(res.Replayed))
+		retried := ""
+		if res.Retried > 0 {
+			retried = fmt.Sprintf(" (%s statements tried again after a busy Cassandra's timeouts)", num(res.Retried))
+		}
+		r.event("replayed %s dead letters as fresh retries into the next window%s; they run when it opens", num(res.Replayed), retried)
 	}()
 }
 

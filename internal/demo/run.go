@@ -36,9 +36,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Summary, error) {
 		return Summary{}, err
 	}
 	cfg = cfg.withDefaults()
-	r := &runner{cfg: cfg, out: out, started: cfg.Now()}
+	r := &runner{cfg: cfg, out: out, started: cfg.Now(), drained: make(chan struct{})}
 	r.screen = newScreen(out, cfg.Display, r.started)
-	r.faults = newFaults(cfg, r.event)
+	r.faults = newFaults(cfg, r.event, r.drained)
 	sum, err := r.run(ctx)
 	if sum.Recorded > 0 || sum.Executions > 0 {
 		// After every process stopped and the keyspace was dropped: the summary is the last
@@ -81,6 +81,9 @@ type runner struct {
 	burst    *burst
 	faults   *faults
 	progress progress
+	// drained is closed once every recorded transaction is done or dead-lettered: a phase still
+	// waiting for work to act on stops waiting.
+	drained chan struct{}
 }
 
 func (r *runner) now() time.Time { return r.cfg.Now() }
@@ -93,8 +96,12 @@ func (r *runner) run(ctx context.Context) (sum Summary, err error) {
 	if cfg.Backdate > 0 {
 		path = fmt.Sprintf("--backdate %v (late writes, readable at once)", cfg.Backdate)
 	}
-	r.screen.say(fmt.Sprintf("retryring demo: %s failures across %d instances, %s; %d coordinators, %d workers; the downstream answers 503 for %v once the first window opens",
-		num(cfg.Count), cfg.Instances, path, cfg.Coordinators, cfg.Workers, cfg.Duration503))
+	outage := "the downstream never answers 503"
+	if cfg.Duration503 > 0 {
+		outage = fmt.Sprintf("the downstream answers 503 from the first call until it has refused %d calls and %v has passed", min(outageRefusals, cfg.Count), cfg.Duration503)
+	}
+	r.screen.say(fmt.Sprintf("retryring demo: %s failures across %d instances, %s; %d coordinators, %d workers; %s",
+		num(cfg.Count), cfg.Instances, path, cfg.Coordinators, cfg.Workers, outage))
 
 	// A second Ctrl-C while stopping kills every process at once.
 	defer r.watchSecondSignal(ctx)()

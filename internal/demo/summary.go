@@ -37,12 +37,14 @@ type Summary struct {
 	// Retried counts transactions answered transiently at least once (each was recorded again
 	// into a later window); TransientAnswers counts those answers.
 	Retried, TransientAnswers int
-	// Backoff, as the downstream saw it (invariant 9): OutageCalls are the calls that arrived
-	// while it answered 503; MostCalls the most calls one step received (MostCallsKey which);
+	// Backoff, as the downstream saw it (invariant 9): OutageCalls are the calls it answered 503,
+	// over OutageFor from the first of them until it recovered (0: it never refused a call);
+	// MostCalls the most calls one step received (MostCallsKey which);
 	// RepeatedAttempts calls repeating an attempt already answered transiently, EarlyCalls calls
 	// sooner than their backoff allows (both must be 0).
 	OutageCalls, MostCalls, RepeatedAttempts, EarlyCalls int
 	MostCallsKey                                         string
+	OutageFor                                            time.Duration
 	// RepeatedAfterKill counts the repeated attempts whose earlier call was the killed
 	// worker's: it died between a row's copy and its floor (or with the call's outcome unwritten),
 	// the one gap invariant 9 allows.
@@ -124,7 +126,7 @@ func (s Summary) Lines() []string {
 	add("  retried        %9s   transactions answered 503 at least once (%s answers in all): each went to a later window",
 		num(s.Retried), num(s.TransientAnswers))
 	add("  executions     %9s   %s", num(s.Executions), statuses(s.ByStatus))
-	add("  outage calls   %9s   calls while the downstream answered 503 (each failure once, then not before its backoff)", num(s.OutageCalls))
+	add("  outage calls   %9s   calls the downstream answered 503%s (each failure once, then not before its backoff)", num(s.OutageCalls), outageNote(s))
 	if s.PauseShown {
 		add("  paused         %9v   by ctl pause / ctl resume: %s executions started later than one renewal into the pause (must be 0)",
 			s.PausedFor.Round(time.Second), num(s.LateUnderPause))
@@ -166,6 +168,15 @@ func (s Summary) Lines() []string {
 		}
 	}
 	return out
+}
+
+// outageNote says how long the outage lasted: it began with the first refused call, whenever the
+// workers came, and ended once some were refused and the configured time had passed.
+func outageNote(s Summary) string {
+	if s.OutageFor <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" during its %v outage, counted from the first refused call", s.OutageFor.Round(100*time.Millisecond))
 }
 
 func lostNote(s Summary) string {

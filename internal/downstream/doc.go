@@ -10,6 +10,9 @@
 //     same process, such as the moment a test sent SIGSTOP);
 //   - configurable behaviour: 503 for the first part of a run or while a switch is on, a
 //     permanent 4xx for a deterministic fraction of transaction ids (or named ones), and latency;
+//   - what a phase of a demo or a test waits for, so that none ends before the work it is about
+//     began: the calls refused so far and when the first came (Refusals), and the next call held
+//     under way until released (HoldNext), to kill its worker at that very moment;
 //   - the analyses a test asserts on (analysis.go): transactions executed twice (with the
 //     workers and times), instances executed by two workers at overlapping times, an instance
 //     that went back to a worker under a lease epoch it had already used before another worker

@@ -203,6 +203,18 @@ type Server struct {
 	done       map[step]int      // executions answered done, per step
 	bodies     map[string]string // idempotency key → the first body sent with it
 	violations []Violation
+	// refused counts the calls answered 503, the first of which arrived at firstRefused.
+	refused      int
+	firstRefused time.Time
+	// hold, when set, is the hold the next call to arrive takes (HoldNext).
+	hold *hold
+}
+
+// hold keeps one call from being answered until it is released.
+type hold struct {
+	arrived  chan Execution // buffered: the call, as recorded when it arrived
+	released chan struct{}
+	once     sync.Once
 }
 
 // Start listens on cfg.Addr and serves until Close.
@@ -323,6 +335,14 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 
 	seq := s.begin(req, call, start)
 	status := s.decide(req, start)
+	if h := s.takeHold(seq); h != nil {
+		select {
+		case <-h.released:
+		case <-r.Context().Done():
+			s.finish(seq, 0)
+			return
+		}
+	}
 	if d := s.delay(); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -398,7 +418,54 @@ func (s *Server) finish(seq uint64, status int) int {
 	if e.Done() {
 		s.done[st]++
 	}
+	if status == http.StatusServiceUnavailable {
+		if s.refused++; s.firstRefused.IsZero() {
+			s.firstRefused = e.Start
+		}
+	}
 	return status
+}
+
+// Refusals counts the calls answered 503 so far, and says when the first of them arrived (zero
+// before any): how long a down downstream has actually been refusing work, whenever the callers
+// came.
+func (s *Server) Refusals() (n int, first time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused, s.firstRefused
+}
+
+// HoldNext holds the next call that arrives (after its answer is decided, before its latency)
+// until release is called or its client goes away, and sends it on held when it arrived: a demo
+// or a test acts on a worker at the moment it has that execution under way. release also withdraws
+// a hold no call took yet; calling it more than once is harmless. One hold at a time: a new one
+// replaces one not taken yet.
+func (s *Server) HoldNext() (held <-chan Execution, release func()) {
+	h := &hold{arrived: make(chan Execution, 1), released: make(chan struct{})}
+	s.mu.Lock()
+	s.hold = h
+	s.mu.Unlock()
+	return h.arrived, func() {
+		h.once.Do(func() { close(h.released) })
+		s.mu.Lock()
+		if s.hold == h {
+			s.hold = nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// takeHold hands the pending hold, if any, to execution seq.
+func (s *Server) takeHold(seq uint64) *hold {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.hold
+	if h == nil {
+		return nil
+	}
+	s.hold = nil
+	h.arrived <- s.execs[seq-1]
+	return h
 }
 
 func (s *Server) violate(at time.Time, reason string, body []byte) {

@@ -272,3 +272,52 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRefusalsCountWhenTheCallsCame: a switch on before any call refuses nothing; the count and
+// the first refusal's arrival start with the first call answered 503.
+func TestRefusalsCountWhenTheCallsCame(t *testing.T) {
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := start(t, Config{Now: clk.Now})
+	s.SetUnavailable(true)
+	clk.Advance(time.Minute)
+	if n, first := s.Refusals(); n != 0 || !first.IsZero() {
+		t.Fatalf("no call yet: %d refused, first at %v", n, first)
+	}
+	at := clk.Now()
+	for _, tx := range []string{"a", "b"} {
+		if got := post(t, context.Background(), s.URL(), req(tx, "p", "w", 1), ""); got != 503 {
+			t.Fatalf("%s: %d, want 503", tx, got)
+		}
+		clk.Advance(time.Second)
+	}
+	s.SetUnavailable(false)
+	post(t, context.Background(), s.URL(), req("c", "p", "w", 1), "")
+	if n, first := s.Refusals(); n != 2 || !first.Equal(at) {
+		t.Fatalf("%d refused, first at %v; want 2, first at %v", n, first, at)
+	}
+}
+
+// TestHoldNextKeepsOneCallUnderWay: the next call is held, under way, until released; the calls
+// after it are not; a released hold no call took holds nothing.
+func TestHoldNextKeepsOneCallUnderWay(t *testing.T) {
+	s := start(t, Config{})
+	held, release := s.HoldNext()
+	answered := make(chan int, 1)
+	go func() { answered <- post(t, context.Background(), s.URL(), req("a", "p", "w1", 1), "") }()
+	e := <-held
+	if e.TransactionID != "a" || e.WorkerID != "w1" || !s.Executions()[0].Running() {
+		t.Fatalf("held %+v, record %+v; want a from w1 under way", e, s.Executions())
+	}
+	if got := post(t, context.Background(), s.URL(), req("b", "p", "w2", 1), ""); got != 200 {
+		t.Fatalf("a call after the held one: %d", got)
+	}
+	release()
+	if got := <-answered; got != 200 {
+		t.Fatalf("the held call after its release: %d", got)
+	}
+	_, release = s.HoldNext()
+	release()
+	if got := post(t, context.Background(), s.URL(), req("c", "p", "w1", 1), ""); got != 200 {
+		t.Fatalf("after a withdrawn hold: %d", got)
+	}
+}

@@ -1,0 +1,227 @@
+package coordinator
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/retryring/retryring/lease"
+)
+
+// errCutOff is what a raftWire answers for a peer the test cut off.
+var errCutOff = errors.New("test: raft peer cut off")
+
+// raftWire is one node's Raft transport in a test: it fails every RPC to a peer the test cut off,
+// as a partition would, and can hold the response to one AppendEntries until the test lets it
+// through, as a slow path would deliver it late (on the wire, up to raftTransportTimeout late).
+// The held request itself reached the follower, which stored it and answered: only the answer
+// is late.
+type raftWire struct {
+	*raft.NetworkTransport
+
+	mu      sync.Mutex
+	cut     map[raft.ServerAddress]bool
+	holdFor raft.ServerAddress // the next AppendEntries to it is held
+	held    chan struct{}      // closed once that response is held
+	release chan struct{}      // closed by the test to deliver it
+	// watch, when set, sees every AppendEntries the node sends, before it is cut or sent.
+	watch func(target raft.ServerAddress, req *raft.AppendEntriesRequest)
+}
+
+func newRaftWire(t *raft.NetworkTransport) *raftWire {
+	return &raftWire{NetworkTransport: t, cut: map[raft.ServerAddress]bool{}}
+}
+
+func (w *raftWire) cutOff(addrs ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range addrs {
+		w.cut[raft.ServerAddress(a)] = true
+	}
+}
+
+func (w *raftWire) isCut(target raft.ServerAddress) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cut[target]
+}
+
+// holdNextAnswer holds the answer to the next AppendEntries sent to addr; it returns a channel
+// closed once one is held, and the function that delivers it.
+func (w *raftWire) holdNextAnswer(addr string) (held <-chan struct{}, deliver func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.holdFor, w.held, w.release = raft.ServerAddress(addr), make(chan struct{}), make(chan struct{})
+	release := w.release
+	return w.held, sync.OnceFunc(func() { close(release) })
+}
+
+func (w *raftWire) setWatch(fn func(raft.ServerAddress, *raft.AppendEntriesRequest)) {
+	w.mu.Lock()
+	w.watch = fn
+	w.mu.Unlock()
+}
+
+func (w *raftWire) AppendEntries(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	w.mu.Lock()
+	watch, cut := w.watch, w.cut[target]
+	var held, release chan struct{}
+	if w.holdFor == target && !cut {
+		held, release = w.held, w.release
+		w.holdFor = ""
+	}
+	w.mu.Unlock()
+	if watch != nil {
+		watch(target, req)
+	}
+	if cut {
+		return errCutOff
+	}
+	err := w.NetworkTransport.AppendEntries(id, target, req, resp)
+	if held != nil {
+		close(held)
+		<-release
+	}
+	return err
+}
+
+func (w *raftWire) RequestVote(id raft.ServerID, target raft.ServerAddress, req *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if w.isCut(target) {
+		return errCutOff
+	}
+	return w.NetworkTransport.RequestVote(id, target, req, resp)
+}
+
+func (w *raftWire) RequestPreVote(id raft.ServerID, target raft.ServerAddress, req *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if w.isCut(target) {
+		return errCutOff
+	}
+	return w.NetworkTransport.RequestPreVote(id, target, req, resp)
+}
+
+func (w *raftWire) TimeoutNow(id raft.ServerID, target raft.ServerAddress, req *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	if w.isCut(target) {
+		return errCutOff
+	}
+	return w.NetworkTransport.TimeoutNow(id, target, req, resp)
+}
+
+// standForElection sends `to` a TimeoutNow from `from` over w's raw transport (whatever w cuts):
+// to stands for election at once, as the target of a leadership transfer does.
+func standForElection(t *testing.T, w *raftWire, from, to *Node) {
+	t.Helper()
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax,
+		ID: []byte(from.cfg.NodeID), Addr: []byte(from.RaftAddr())}}
+	var resp raft.TimeoutNowResponse
+	if err := w.NetworkTransport.TimeoutNow(raft.ServerID(to.cfg.NodeID), raft.ServerAddress(to.RaftAddr()), req, &resp); err != nil {
+		t.Fatalf("timeout now to %s: %v", to.cfg.NodeID, err)
+	}
+}
+
+// isHeartbeat tells Raft's heartbeat from its replication: a heartbeat carries neither a previous
+// entry nor a commit index.
+func isHeartbeat(req *raft.AppendEntriesRequest) bool {
+	return req.PrevLogEntry == 0 && req.LeaderCommitIndex == 0 && len(req.Entries) == 0
+}
+
+// TestLateAcknowledgementDoesNotRenewADeposedLeader is hole 3 of issue 16. A follower F1
+// acknowledges the leader L, then votes for a new leader N; its acknowledgement reaches L late,
+// after N was elected and after L started a proof of leadership. hashicorp/raft's VerifyLeader
+// counts any response it processes after the verification registered, so L would go on sending
+// leases for LeaderLeaseTimeout past a proof that started after N's election, past the moment N
+// stops waiting for L's leases. No lease element L may send can be in use after N may assign
+// its ranges: L may send until at most N's electedAt + LeaderLeaseTimeout.
+//
+// Driven step by step, no timing luck. Every node runs with heartbeat and election timeouts of an
+// hour: no node stands for election unless the test sends it a TimeoutNow, as a leadership
+// transfer does (with its flag a voter votes even while it knows a leader), so L leads first and
+// N next, with no election timer and no split vote in the story; and L sends a heartbeat only when
+// a VerifyLeader registers (its followers hear from it every CommitTimeout by replication). With a
+// renewal period of minutes and no worker, L proves its leadership only when the test asks. In a
+// real partition F1 votes only after its heartbeat timeout, a time L bridges with other late
+// answers (Raft's own leader lease counts those too). LeaderLeaseTimeout is 3 s so that Raft's
+// lease keeps L leading while the story runs; the late answer is held only as long as the story
+// takes.
+func TestLateAcknowledgementDoesNotRenewADeposedLeader(t *testing.T) {
+	wires := make([]*raftWire, 3)
+	c := newCluster(t, 3, func(i int, cfg *Config) {
+		cfg.Timing = lease.Timing{TTL: 10 * time.Minute, Renewal: 5 * time.Minute, Margin: 100 * time.Millisecond}
+		cfg.LeaderLeaseTimeout = 3 * time.Second
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = time.Hour, time.Hour
+		cfg.raftTransport = func(nt *raft.NetworkTransport) raft.Transport {
+			wires[i] = newRaftWire(nt)
+			return wires[i]
+		}
+	})
+	l, f1, f2 := c.nodes[0], c.nodes[1], c.nodes[2]
+	standForElection(t, wires[1], f1, l)
+	if c.leader() != l {
+		t.Fatalf("leader is not %s", l.cfg.NodeID)
+	}
+	old := l.currentTerm()
+	lw := wires[0]
+
+	// 1. F1 stores L's next AppendEntries and acknowledges it; the acknowledgement stays on the
+	// wire.
+	held, deliver := lw.holdNextAnswer(f1.RaftAddr())
+	defer deliver()
+	<-held
+	// 2. The partition: L reaches neither follower, neither reaches L.
+	lw.cutOff(f1.RaftAddr(), f2.RaftAddr())
+	wires[1].cutOff(l.RaftAddr())
+	wires[2].cutOff(l.RaftAddr())
+	// 3. F2 stands for election and F1 votes for it: N is F2.
+	standForElection(t, lw, l, f2)
+	var newTimes termTimes
+	eventually(t, 10*time.Second, "the new leader past its barrier", func() bool {
+		nt := f2.currentTerm()
+		if nt == nil {
+			return false
+		}
+		nt.mu.Lock()
+		defer nt.mu.Unlock()
+		newTimes = nt.times
+		return nt.caughtUp
+	})
+	if !l.IsLeader() {
+		t.Fatal("the old leader stepped down before the story ran: Raft's leader lease ran out (machine too slow?)")
+	}
+	// 4. L starts a proof of leadership, after N's election. The first request it causes (a
+	// heartbeat of VerifyLeader, or a new entry) shows it began.
+	lastIndex := l.raft.LastIndex()
+	began := make(chan struct{})
+	signal := sync.OnceFunc(func() { close(began) })
+	lw.setWatch(func(_ raft.ServerAddress, r *raft.AppendEntriesRequest) {
+		if isHeartbeat(r) || (len(r.Entries) > 0 && r.Entries[len(r.Entries)-1].Index > lastIndex) {
+			signal()
+		}
+	})
+	old.requestVerify()
+	stepped := make(chan struct{})
+	go func() {
+		defer close(stepped)
+		for l.IsLeader() {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-began:
+	case <-stepped:
+	}
+	// 5. The late acknowledgement arrives.
+	deliver()
+	// 6. L steps down once Raft's lease runs out; its term ends.
+	eventually(t, 10*time.Second, "the old leader's term to end", func() bool { return old.ctx.Err() != nil })
+	old.wg.Wait()
+
+	old.mu.Lock()
+	until := old.verifiedUntil
+	old.mu.Unlock()
+	if assign := newTimes.electedAt.Add(newTimes.leaderLease); until.After(assign) {
+		t.Fatalf("the deposed leader could send lease elements until %s, %v after the new leader (elected %s) stopped waiting for its leases (%s): its last proof of leadership counted an acknowledgement sent before that election",
+			until.Format("15:04:05.000"), until.Sub(assign), newTimes.electedAt.Format("15:04:05.000"), assign.Format("15:04:05.000"))
+	}
+}
