@@ -48,6 +48,8 @@ lint: $(BIN)/golangci-lint
 test: build cassandra-start conformance-deps chromium chart-check
 	$(GO) vet ./...
 	RETRYRING_REQUIRE_BROWSER=1 RETRYRING_REQUIRE_HELM=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v /e2e)
+	# The test build of the wall clock (package wallclock; the e2e suite builds the binary with the tag).
+	RETRYRING_TEST_CLOCK_SKEW=-900ms $(GO) test -race -count=1 -tags skewclock ./wallclock
 	# The end-to-end suite restarts the shared Cassandra in one scenario, so it runs alone, after the rest.
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./e2e/...
 	# This regression test provokes a race inside reactor-go on purpose, so it runs without -race.

@@ -63,7 +63,7 @@ func (s *Store) MarkDeadLetterReplayed(ctx context.Context, d DeadLetter, replay
 		return err
 	}
 	prev := map[string]any{}
-	applied, err := s.query(ctx, cqlMarkDeadLetterReplayed, false, replayID, at,
+	applied, err := s.query(ctx, cqlMarkDeadLetterReplayed, compareAndSet, replayID, at,
 		r.Region, r.Cluster, r.Service, day(d.DeadDay()), t.ID, t.ImplType, d.DeadAt).MapScanCAS(prev)
 	switch {
 	case err != nil:
@@ -132,7 +132,7 @@ func (s *Store) ReplayMark(ctx context.Context, d DeadLetter) (by string, curren
 	}
 	var deadAt time.Time
 	var replayedBy *string
-	err = s.query(ctx, cqlSelectDeadLetterMark, true, r.Region, r.Cluster, r.Service, day(d.DeadDay()), t.ID, t.ImplType).
+	err = s.query(ctx, cqlSelectDeadLetterMark, read, r.Region, r.Cluster, r.Service, day(d.DeadDay()), t.ID, t.ImplType).
 		Consistency(gocql.Consistency(s.serial)).Scan(&deadAt, &replayedBy)
 	switch {
 	case errors.Is(err, gocql.ErrNotFound):

@@ -28,6 +28,10 @@ type StoreConfig struct {
 	// Retries is how many times an idempotent statement is sent again after a failure that
 	// Cassandra or the connection reported. Default 2; -1 means never.
 	Retries int
+	// Clock stamps every plain write (each statement and each batch, read once per statement,
+	// so that a driver retry sends the same timestamp again). Default lease.SystemClock: the
+	// process's wall clock. Compare-and-sets take Cassandra's own timestamps (Paxos ballots).
+	Clock lease.Clock
 	// SerialConsistency is the session's serial level (SERIAL or LOCAL_SERIAL, the default):
 	// a read that must see every accepted compare-and-set (ReplayMark) runs at it.
 	SerialConsistency string
@@ -35,8 +39,13 @@ type StoreConfig struct {
 
 // Store runs exactly the queries the data plane needs against one ring's directory. Every
 // method takes ctx first, closes its iterators, and pages reads through a Scanner. Every
-// statement but the checkpoint compare-and-sets is idempotent (an upsert or a delete of a
-// fixed key) and is marked so, which lets gocql retry it.
+// statement but the compare-and-sets is idempotent (an upsert or a delete of a fixed key) and is
+// marked so, which lets gocql retry it.
+//
+// Every plain write carries the Store's clock as its timestamp (a USING TIMESTAMP in a
+// statement's text wins over it), not gocql's time.Now at the moment it writes the frame: the
+// timestamp is the process's, chosen once, and the same on a retry. docs/schema.md says which
+// timestamp each write and delete of the directory carries.
 //
 // A Store is safe for concurrent use.
 type Store struct {
@@ -47,10 +56,10 @@ type Store struct {
 	stmts      map[string]string
 	retry      gocql.RetryPolicy
 	statements *atomic.Uint64
+	clock      lease.Clock
 	tracer     gocql.Tracer
 	guard      func(context.Context) error
 	serial     gocql.SerialConsistency
-	writeClock lease.Clock // nil: the driver stamps plain writes with the wall clock
 }
 
 // NewStore checks cfg and prepares the statements' text for its keyspace.
@@ -76,6 +85,9 @@ func NewStore(session *gocql.Session, cfg StoreConfig) (*Store, error) {
 	if cfg.Retries == 0 {
 		cfg.Retries = 2
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = lease.SystemClock{}
+	}
 	if cfg.SerialConsistency == "" {
 		cfg.SerialConsistency = DefaultSerialConsistency
 	}
@@ -90,6 +102,7 @@ func NewStore(session *gocql.Session, cfg StoreConfig) (*Store, error) {
 		pageSize:   cfg.PageSize,
 		stmts:      map[string]string{},
 		statements: new(atomic.Uint64),
+		clock:      cfg.Clock,
 		serial:     serial,
 	}
 	if cfg.Retries > 0 {
@@ -145,21 +158,16 @@ func (s *Store) WithGuard(guard func(context.Context) error) *Store {
 
 // WithWriteClock returns a Store that shares everything with s but stamps every plain write it
 // sends (not the compare-and-sets, whose timestamps Paxos chooses, nor the statements that carry
-// their own USING TIMESTAMP) with clock's reading instead of the driver's wall clock. Tests use
-// it to run writers whose clocks are off by a known amount; production leaves the driver's.
+// their own USING TIMESTAMP) with clock's reading instead of StoreConfig.Clock's. Tests use it to
+// run writers whose clocks are off by a known amount.
 func (s *Store) WithWriteClock(clock lease.Clock) *Store {
 	c := *s
-	c.writeClock = clock
+	c.clock = clock
 	return &c
 }
 
 // stampNow is the reading this Store's plain writes are stamped with.
-func (s *Store) stampNow() time.Time {
-	if s.writeClock != nil {
-		return s.writeClock.Now()
-	}
-	return time.Now()
-}
+func (s *Store) stampNow() time.Time { return s.clock.Now() }
 
 func (s *Store) check(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -180,14 +188,33 @@ func (s *Store) Traced(t gocql.Tracer) *Store {
 	return &c
 }
 
+// kind is what a statement does, which decides its retries and its timestamp.
+type kind int
+
+const (
+	// read is idempotent and writes nothing: its timestamp does not matter.
+	read kind = iota
+	// write is a plain upsert or delete, idempotent: stamped with the Store's clock.
+	write
+	// compareAndSet is a Paxos round, never retried (whether it applied is the answer), and
+	// sent without a timestamp: Cassandra stamps it with its ballot.
+	compareAndSet
+)
+
 // query builds a statement; idempotent statements get the Store's retry policy.
-func (s *Store) query(ctx context.Context, stmt string, idempotent bool, args ...any) *gocql.Query {
+func (s *Store) query(ctx context.Context, stmt string, k kind, args ...any) *gocql.Query {
 	text, ok := s.stmts[stmt]
 	if !ok {
 		panic("cassandra: statement not registered in allStatements")
 	}
 	q := s.session.Query(text, args...).WithContext(ctx).Observer(counter{s.statements})
-	if idempotent {
+	switch k {
+	case write:
+		q = q.WithTimestamp(s.timestamp())
+	case compareAndSet:
+		q = q.DefaultTimestamp(false)
+	}
+	if k != compareAndSet {
 		q = q.Idempotent(true)
 		if s.retry != nil {
 			q = q.RetryPolicy(s.retry)
@@ -199,15 +226,15 @@ func (s *Store) query(ctx context.Context, stmt string, idempotent bool, args ..
 	return q
 }
 
+// timestamp is a write's timestamp in microseconds, read from the Store's clock once per
+// statement: the Query keeps it, so a retry or a speculative execution sends the same one.
+func (s *Store) timestamp() int64 { return s.stampNow().UnixMicro() }
+
 func (s *Store) exec(ctx context.Context, stmt string, args ...any) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	q := s.query(ctx, stmt, true, args...)
-	if s.writeClock != nil {
-		q = q.WithTimestamp(s.writeClock.Now().UnixMicro())
-	}
-	return q.Exec()
+	return s.query(ctx, stmt, write, args...).Exec()
 }
 
 // cas runs a compare-and-set (never retried: whether it applied is the answer).
@@ -215,7 +242,7 @@ func (s *Store) cas(ctx context.Context, stmt string, args ...any) (bool, error)
 	if err := s.check(ctx); err != nil {
 		return false, err
 	}
-	return s.query(ctx, stmt, false, args...).MapScanCAS(map[string]any{})
+	return s.query(ctx, stmt, compareAndSet, args...).MapScanCAS(map[string]any{})
 }
 
 // scan runs a paged read and hands every row to each; the iterator is always closed.
@@ -223,7 +250,7 @@ func (s *Store) scan(ctx context.Context, stmt string, each func(gocql.Scanner) 
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	iter := s.query(ctx, stmt, true, args...).PageSize(s.pageSize).Iter()
+	iter := s.query(ctx, stmt, read, args...).PageSize(s.pageSize).Iter()
 	sc := iter.Scanner()
 	for sc.Next() {
 		if err := each(sc); err != nil {
@@ -479,14 +506,12 @@ func (s *Store) InsertTransactions(ctx context.Context, b BucketKey, ts []Transa
 		n := min(len(ts), maxBatchRows)
 		batch := s.session.NewBatch(gocql.UnloggedBatch).WithContext(ctx)
 		batch.Observer(counter{s.statements})
+		batch.WithTimestamp(s.timestamp())
 		if s.retry != nil {
 			batch.RetryPolicy(s.retry)
 		}
 		if s.tracer != nil {
 			batch.Trace(s.tracer)
-		}
-		if s.writeClock != nil {
-			batch.WithTimestamp(s.writeClock.Now().UnixMicro())
 		}
 		for _, t := range ts[:n] {
 			args := append(s.bucketArgs(b), t.ID, t.AddedAt, t.AllocationKey, t.ImplType, t.Attempt, t.Replay)
@@ -517,7 +542,7 @@ func (s *Store) ReadBucketPage(ctx context.Context, b BucketKey, pageState []byt
 	if err := s.check(ctx); err != nil {
 		return nil, nil, err
 	}
-	iter := s.query(ctx, cqlSelectTransactions, true, s.bucketArgs(b)...).
+	iter := s.query(ctx, cqlSelectTransactions, read, s.bucketArgs(b)...).
 		PageSize(s.pageSize).PageState(pageState).Iter() // PageState turns off automatic paging
 	next = iter.PageState()
 	sc := iter.Scanner()

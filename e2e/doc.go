@@ -18,6 +18,10 @@
 //     the scan checkpoint past the busy window);
 //   - the real W+1 path in real time (one-minute windows, failures recorded now, a downstream
 //     that answers 503 at first);
+//   - clocks apart by up to max_clock_offset (a binary built with the skewclock tag, package
+//     wallclock): the recorder 0.8 s behind, one worker 0.8 s ahead, while a late writer keeps
+//     importing into windows being drained (TestClockSkew, its own top-level test, which also
+//     proves that the shipped binary ignores the skew's variable);
 //   - Cassandra restarted gracefully in the middle of a drain (its own top-level test, run after
 //     the others, since every scenario needs Cassandra; it restores Cassandra in any case).
 //

@@ -63,14 +63,18 @@ type scenario struct {
 }
 
 // newScenario starts a cluster for t in a keyspace of its own, with a service name chosen so that
-// the record tool's instances spread evenly over the ring's equal shares (see spreadService).
+// the record tool's instances spread evenly over the ring's equal shares (see spreadService). The
+// cluster runs the binary of this run unless o names another.
 func newScenario(t *testing.T, o proc.Options) *scenario {
 	t.Helper()
 	requireBinary(t, "coordinator", "worker", "record", "schema")
 	ks := keyspaceName(t.Name())
 	// Registered before the cluster's own cleanup, so it runs after every process is gone.
 	t.Cleanup(func() { dropKeyspace(t, ks) })
-	o.Binary, o.Keyspace = binary, ks
+	if o.Binary == "" {
+		o.Binary = binary
+	}
+	o.Keyspace = ks
 	o.Cassandra = cassandratest.Addr()
 	if o.LogLevel == "" {
 		o.LogLevel = os.Getenv("E2E_LOG_LEVEL") // debug, to read the workers' guard decisions

@@ -122,10 +122,10 @@ type Config struct {
 	// Clock tells the time: the wall clock (UTC) for windows and the same reading for the guard.
 	// Default lease.SystemClock. Tests inject a manual clock shared with the guard.
 	Clock lease.Clock
-	// WriteClock is the clock Cassandra writes are stamped with (the driver reads the wall clock
-	// when it sends a statement): a checked delete's tombstone is stamped from its reading, so it
+	// WriteClock is the clock Cassandra writes are stamped with (the Store's, whose default is
+	// lease.SystemClock too): a checked delete's tombstone is stamped from its reading, so it
 	// must be the clock the max_clock_offset bound holds for. Default lease.SystemClock. Tests
-	// whose Clock is manual keep this one on the wall clock, which the driver stamps with.
+	// whose Clock is manual keep this one on the clock their Store stamps writes with.
 	WriteClock lease.Clock
 	// Logger receives the worker's logs. The zero value logs nothing. The scanner adds component
 	// and worker_id to every line, so a logger given here carries neither.

@@ -8,11 +8,22 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/retryring/retryring/wallclock"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Only a test build (the skewclock tag) has a skew; say it, so that no log of such a process
+	// is read as if its clock were the host's.
+	switch skew, err := wallclock.Skew(); {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "retryring:", err)
+		os.Exit(2)
+	case skew != 0:
+		fmt.Fprintf(os.Stderr, "retryring: test build: wall clock runs %v off the host's (%s)\n", skew, wallclock.SkewEnv)
+	}
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "retryring:", err)
 		os.Exit(1)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/recorder"
+	"github.com/retryring/retryring/wallclock"
 	"github.com/retryring/retryring/window"
 )
 
@@ -46,7 +47,7 @@ func newRecordCommand() *cobra.Command {
 	o.ring.register(fs)
 	fs.IntVar(&o.instances, "instances", 3, "number of regular-service instances recording (instance ids <service>-pod-<i>)")
 	fs.IntVar(&o.count, "count", 1000, "failures to record in all")
-	fs.Float64Var(&o.rate, "rate", 0, "failures per second in all; 0 records as fast as possible")
+	fs.Float64Var(&o.rate, "rate", 0, "failures per second in all; 0 records as fast as possible (with --backdate: in batches of 1,000 into one window)")
 	fs.DurationVar(&o.backdate, "backdate", 0, "write into the windows of this long ago (import of a legacy queue, tests); 0 writes into W+1")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent writes")
 	fs.IntVar(&o.bucketSize, "bucket-size", recorder.DefaultBucketSize, "rows per bucket partition")
@@ -82,9 +83,12 @@ func runRecord(ctx context.Context, cmd *cobra.Command, o recordOptions) error {
 		}
 	}
 
-	if o.backdate > 0 {
+	if o.backdate > 0 && o.rate == 0 {
 		return runBackdatedImport(ctx, cmd, o, recs)
 	}
+	// With --rate, a backdated failure is imported on its own as it falls due, into the window
+	// after the one the clock showed --backdate before then: a late writer that keeps writing
+	// while workers drain the windows it writes into.
 	start := time.Now()
 	var next, done, failed atomic.Int64
 	var firstErr error
@@ -143,7 +147,7 @@ const backdateBatch = 1000
 // --backdate ago: a window that is readable at once, written with the late protocol.
 func runBackdatedImport(ctx context.Context, cmd *cobra.Command, o recordOptions, recs []*recorder.Recorder) error {
 	start := time.Now()
-	target, err := window.Of(start.Add(-o.backdate), o.ring.windowMinutes)
+	target, err := window.Of(wallclock.Now().Add(-o.backdate), o.ring.windowMinutes)
 	if err != nil {
 		return err
 	}

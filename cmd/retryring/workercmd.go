@@ -18,6 +18,7 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/wallclock"
 	"github.com/retryring/retryring/worker"
 	"github.com/retryring/retryring/worker/executor"
 	"github.com/retryring/retryring/worker/leaseclient"
@@ -254,7 +255,7 @@ func workerMux(id workerIdentity, reg *prometheus.Registry) *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"ready": true, "worker_id": id.workerID, "incarnation": id.incarnation,
 			"epoch": l.Epoch, "node_index": l.NodeIndex, "node_count": l.NodeCount,
-			"ranges": lease.EncodeRanges(l.Ranges), "lease_left_ms": l.Remaining(time.Now()).Milliseconds(),
+			"ranges": lease.EncodeRanges(l.Ranges), "lease_left_ms": l.Remaining(wallclock.Now()).Milliseconds(), // the guard's clock
 		})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

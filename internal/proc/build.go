@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // ModuleRoot is the directory holding go.mod, found from the working directory upwards.
@@ -31,11 +32,15 @@ func Build(ctx context.Context, root, out string, race bool) error {
 }
 
 // BuildPackage compiles the main package pkg ("./bench/leaseprobe") of the module at root into
-// out, without this process's RETRYRING_* environment.
-func BuildPackage(ctx context.Context, root, pkg, out string, race bool) error {
+// out, without this process's RETRYRING_* environment, with the build tags given ("skewclock":
+// a test build, see package wallclock).
+func BuildPackage(ctx context.Context, root, pkg, out string, race bool, tags ...string) error {
 	args := []string{"build", "-o", out}
 	if race {
 		args = append(args, "-race")
+	}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	args = append(args, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)

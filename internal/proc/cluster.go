@@ -69,6 +69,8 @@ type Options struct {
 	// CoordinatorArgs and WorkerArgs are appended to every coordinator's and worker's flags.
 	CoordinatorArgs []string
 	WorkerArgs      []string
+	// WorkerEnv adds environment variables ("K=V") to the workers named by its keys ("w2").
+	WorkerEnv map[string][]string
 	// Downstream configures the stub the workers execute against.
 	Downstream downstream.Config
 	// ViewTimeout bounds each coordinator's answer when Leader asks them all, so that one slow to
@@ -361,7 +363,7 @@ func (c *Cluster) AddWorkers(ctx context.Context, n int) ([]*Worker, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := c.Group.Launch(Spec{Name: id, Path: c.opts.Binary, Args: c.workerArgs(id, addr)})
+		p, err := c.Group.Launch(Spec{Name: id, Path: c.opts.Binary, Args: c.workerArgs(id, addr), Env: c.opts.WorkerEnv[id]})
 		if err != nil {
 			return nil, err
 		}
@@ -569,6 +571,8 @@ type RecordOptions struct {
 	Concurrency int
 	// BucketSize; 0 the binary's default.
 	BucketSize int
+	// Env adds environment variables ("K=V") to the run.
+	Env []string
 }
 
 // Batch is what one record run wrote.
@@ -618,7 +622,7 @@ func (c *Cluster) Record(ctx context.Context, o RecordOptions) (Batch, error) {
 		args = append(args, "--bucket-size", strconv.Itoa(o.BucketSize))
 	}
 	b := Batch{Prefix: o.Prefix, Count: o.Count, Started: time.Now()}
-	out, err := c.Group.Run(ctx, Spec{Name: fmt.Sprintf("record-%d", n), Path: c.opts.Binary, Args: args})
+	out, err := c.Group.Run(ctx, Spec{Name: fmt.Sprintf("record-%d", n), Path: c.opts.Binary, Args: args, Env: o.Env})
 	b.Output, b.Finished = strings.TrimSpace(out), time.Now()
 	return b, err
 }
