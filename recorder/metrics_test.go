@@ -44,6 +44,7 @@ func TestMetrics(t *testing.T) {
 		"retryring_recorder_errors_total":          0,
 		"retryring_recorder_statements_total":      0,
 		"retryring_recorder_cached_directory_rows": 0,
+		"retryring_recorder_clock_refusals_total":  0,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("metrics %v, want %v", got, want)
