@@ -129,4 +129,6 @@ func TestWorkerRetryPolicyFlags(t *testing.T) {
 }
 
 // trustedClock is the verdict of a clock within the bound.
-func trustedClock() clockcheck.Status { return clockcheck.Status{Trusted: true, Measured: true, Limit: time.Second} }
+func trustedClock() clockcheck.Status {
+	return clockcheck.Status{Trusted: true, Measured: true, Limit: time.Second}
+}
