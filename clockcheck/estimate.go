@@ -40,9 +40,14 @@ func (e Estimate) Worst() time.Duration {
 	return off + e.Uncertainty
 }
 
-// String is the estimate as logs and errors give it.
+// String is the estimate as logs and errors give it: the offset signed (positive: the local clock
+// is behind Cassandra's).
 func (e Estimate) String() string {
-	return fmt.Sprintf("%+v ± %v from Cassandra host %s", e.Offset.Round(time.Microsecond), e.Uncertainty.Round(time.Microsecond), e.Host)
+	sign := ""
+	if e.Offset >= 0 {
+		sign = "+"
+	}
+	return fmt.Sprintf("%s%v ± %v from Cassandra host %s", sign, e.Offset.Round(time.Microsecond), e.Uncertainty.Round(time.Microsecond), e.Host)
 }
 
 // EstimateFrom turns samples into an estimate, at the local reading at. Per host it keeps the

@@ -198,5 +198,5 @@ func clockSummary(s clockcheck.Status) string {
 	if !s.Trusted {
 		return fmt.Sprintf("clock: UNTRUSTED, %s", s.Reason)
 	}
-	return fmt.Sprintf("clock: offset from Cassandra %v (%d hosts), within the %v a process may be off", s.Estimate, s.Estimate.Hosts, s.Limit)
+	return fmt.Sprintf("clock: offset %v (%d hosts measured), within the %v a process may be off", s.Estimate, s.Estimate.Hosts, s.Limit)
 }
