@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocql/gocql"
+
+	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/clockcheck"
+	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/internal/storetest"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/window"
@@ -73,5 +77,29 @@ func TestRecorderRefusesAnUntrustedClock(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d rows recorded, want 1", n)
+	}
+}
+
+// TestRecorderRefusesWeakConsistency: a store whose session runs at ONE is refused, with the
+// reason, unless AllowWeakConsistency says the caller means it.
+func TestRecorderRefusesWeakConsistency(t *testing.T) {
+	c := cassandratest.Cluster()
+	c.Consistency = gocql.One
+	s, err := c.CreateSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, ks := storetest.Keyspace(t)
+	st, err := cassandra.NewStore(s, cassandra.StoreConfig{Keyspace: ks, Ring: storetest.Ring(t), WindowMinutes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = recorder.New(st, recorder.Config{InstanceID: "pod-one"})
+	if !errors.Is(err, cassandra.ErrWeakConsistency) || !strings.Contains(err.Error(), "runs at ONE") {
+		t.Fatalf("recorder on a session at ONE: %v; want ErrWeakConsistency", err)
+	}
+	if _, err := recorder.New(st, recorder.Config{InstanceID: "pod-one", AllowWeakConsistency: true}); err != nil {
+		t.Fatalf("allowed: %v", err)
 	}
 }

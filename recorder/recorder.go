@@ -46,6 +46,9 @@ type Config struct {
 	ClockCheck ClockCheck
 	// CacheSize bounds the number of directory rows remembered as written. Default 100,000.
 	CacheSize int
+	// AllowWeakConsistency accepts a store whose session runs below a quorum (ONE, LOCAL_ONE, ...),
+	// which New otherwise refuses: a worker reading at such a level can miss what was written.
+	AllowWeakConsistency bool
 	// Logger is the parent logger; the recorder adds component=recorder and instance_id, so a
 	// logger given here carries neither. Default: none.
 	Logger *zerolog.Logger
@@ -141,6 +144,9 @@ func New(store *cassandra.Store, cfg Config) (*Recorder, error) {
 	}
 	if err := cassandra.ValidateInstanceID(cfg.InstanceID); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c := store.Consistency(); cassandra.WeakConsistency(c) && !cfg.AllowWeakConsistency {
+		return nil, fmt.Errorf("%w: %w: the store's session runs at %v, below a quorum, so a worker that takes over a range can miss what this recorder wrote; use LOCAL_QUORUM or QUORUM, or set AllowWeakConsistency", ErrConfig, cassandra.ErrWeakConsistency, c)
 	}
 	if cfg.WindowMinutes == 0 {
 		cfg.WindowMinutes = store.WindowMinutes()

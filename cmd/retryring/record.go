@@ -95,7 +95,7 @@ func runRecord(ctx context.Context, cmd *cobra.Command, o recordOptions) error {
 	for i := range recs {
 		recs[i], err = recorder.New(store, recorder.Config{
 			InstanceID: fmt.Sprintf("%s-pod-%d", o.ring.service, i), BucketSize: o.bucketSize, Backdate: o.backdate,
-			ClockCheck: mon,
+			ClockCheck: mon, AllowWeakConsistency: o.cf.allowWeak,
 		})
 		if err != nil {
 			return err
