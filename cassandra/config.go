@@ -20,6 +20,9 @@ type Config struct {
 	// Consistency of reads and writes, by name (ONE, LOCAL_ONE, QUORUM, LOCAL_QUORUM, ...).
 	// Default LOCAL_QUORUM: a quorum inside the local datacenter, so no query waits on a WAN.
 	Consistency string
+	// AllowWeakConsistency accepts a Consistency below a quorum (WeakConsistency), which Validate
+	// otherwise refuses (--allow-weak-consistency).
+	AllowWeakConsistency bool
 	// SerialConsistency of the checkpoint compare-and-sets: SERIAL or LOCAL_SERIAL (default).
 	SerialConsistency string
 	// Timeout bounds one request to Cassandra. Default 2 s. A worker must keep it below its lease
@@ -106,8 +109,12 @@ func (c Config) Validate() error {
 	if err := ValidateKeyspace(c.Keyspace); err != nil {
 		return err
 	}
-	if _, err := ParseConsistency(c.Consistency); err != nil {
+	cons, err := ParseConsistency(c.Consistency)
+	if err != nil {
 		return err
+	}
+	if WeakConsistency(cons) && !c.AllowWeakConsistency {
+		return fmt.Errorf("%w: %v reads and writes fewer replicas than a quorum, so a worker that takes over a range can miss a COMMITTED marker its predecessor wrote and run the step again; use LOCAL_QUORUM or QUORUM (a single node at QUORUM is one replica), or say --allow-weak-consistency", ErrWeakConsistency, cons)
 	}
 	if _, err := ParseSerialConsistency(c.SerialConsistency); err != nil {
 		return err
@@ -146,6 +153,17 @@ func ParseConsistency(name string) (gocql.Consistency, error) {
 		return 0, fmt.Errorf("%w: %q", ErrConsistency, name)
 	}
 	return c, nil
+}
+
+// WeakConsistency reports whether c may read or write fewer replicas than a quorum: ANY, ONE,
+// LOCAL_ONE, and TWO and THREE, which are a quorum only for some replication factors. A read at
+// such a level need not overlap the replicas the last write reached.
+func WeakConsistency(c gocql.Consistency) bool {
+	switch c {
+	case gocql.Any, gocql.One, gocql.LocalOne, gocql.Two, gocql.Three:
+		return true
+	}
+	return false
 }
 
 // ParseSerialConsistency reads SERIAL or LOCAL_SERIAL, in any letter case.

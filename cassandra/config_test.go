@@ -46,8 +46,27 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) accepted", c)
 		}
 	}
-	if err := (Config{Consistency: "local_one", SerialConsistency: "serial"}).Validate(); err != nil {
+	if err := (Config{Consistency: "quorum", SerialConsistency: "serial"}).Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWeakConsistencyRefused: a level below a quorum is refused with the reason (a new owner can
+// miss a COMMITTED marker) unless the operator allows it; quorum levels and ALL pass.
+func TestWeakConsistencyRefused(t *testing.T) {
+	for _, name := range []string{"ONE", "local_one", "ANY", "TWO", "THREE"} {
+		err := Config{Consistency: name}.Validate()
+		if !errors.Is(err, ErrWeakConsistency) || !strings.Contains(err.Error(), "COMMITTED marker") || !strings.Contains(err.Error(), "--allow-weak-consistency") {
+			t.Errorf("consistency %s: %v; want ErrWeakConsistency with the reason and the flag", name, err)
+		}
+		if err := (Config{Consistency: name, AllowWeakConsistency: true}).Validate(); err != nil {
+			t.Errorf("consistency %s allowed: %v", name, err)
+		}
+	}
+	for _, name := range []string{"QUORUM", "LOCAL_QUORUM", "EACH_QUORUM", "ALL"} {
+		if err := (Config{Consistency: name}).Validate(); err != nil {
+			t.Errorf("consistency %s: %v", name, err)
+		}
 	}
 }
 

@@ -10,6 +10,9 @@ var (
 	ErrReplication = errors.New("cassandra: invalid replication")
 	// ErrConsistency means a consistency level name is not one Cassandra knows.
 	ErrConsistency = errors.New("cassandra: invalid consistency level")
+	// ErrWeakConsistency means the consistency level reads or writes fewer replicas than a quorum
+	// and the operator did not allow it: a new owner of a range could miss a COMMITTED marker.
+	ErrWeakConsistency = errors.New("cassandra: consistency level below a quorum refused")
 	// ErrConfig means a session or store setting is out of range.
 	ErrConfig = errors.New("cassandra: invalid configuration")
 	// ErrInstanceID means an instance id is empty or not valid UTF-8: Cassandra refuses an empty

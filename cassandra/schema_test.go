@@ -33,7 +33,7 @@ func TestConnect(t *testing.T) {
 	_ = s
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	session, err := cassandra.Connect(ctx, cassandra.Config{Hosts: []string{addr()}, Consistency: "ONE", Timeout: 10 * time.Second})
+	session, err := cassandra.Connect(ctx, cassandra.Config{Hosts: []string{addr()}, Consistency: "ONE", AllowWeakConsistency: true, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

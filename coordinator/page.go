@@ -71,6 +71,9 @@ type memberPage struct {
 	// NoControls: the worker did not announce the controls feature, so it cannot obey an impl
 	// pause or a rate limit (the leader's view says "controls": false).
 	NoControls bool
+	// Clock is the member's reported clock offset (ClockText); ClockBeyond marks it untrusted.
+	Clock       string
+	ClockBeyond bool
 }
 
 type outcomeRate struct {

@@ -60,7 +60,8 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 
 // TestRingPageInABrowser: Node-0 reports a draining backlog while the other member never reports.
 // The page shows the backlog age as text, a sparkline with points drawn in its colour, and the
-// silent member marked "report unknown".
+// silent member marked "report unknown". Node-0 reports a clock 1.2 s behind Cassandra's, beyond
+// the 1 s a process may be off: its row shows the offset and marks the clock untrusted.
 func TestRingPageInABrowser(t *testing.T) {
 	bin := chromiumBinary(t)
 	c := newCluster(t, 1, withReportPeriod)
@@ -90,6 +91,7 @@ func TestRingPageInABrowser(t *testing.T) {
 			if err := node0.report(lease.Report{
 				Executions: map[string]uint64{"done": uint64(40 * i), "transient": uint64(i)}, PendingRows: int64(500 - i),
 				DirectoryOldestWindowStartMs: oldest.UnixMilli(), OldestWindowStartMs: oldest.UnixMilli(),
+				Clock: &lease.ClockReport{OffsetUs: 1_200_000, UncertaintyUs: 300, LimitUs: 1_000_000},
 			}); err != nil {
 				t.Logf("report: %v", err)
 			}
@@ -127,7 +129,12 @@ func TestRingPageInABrowser(t *testing.T) {
 	if !strings.Contains(row, silent.id) || !strings.Contains(row, "report unknown") || strings.Contains(row, node0.id) {
 		t.Errorf("the silent member is not marked (row %q):\n%s", row, dom)
 	}
-	for _, want := range []string{"pending rows", "exec/s done", "dead letters/h", "breakers closed", "1 report unknown"} {
+	node0Row := regexp.MustCompile(`(?s)<tr class="active">.*?</tr>`).FindString(dom)
+	if !strings.Contains(node0Row, node0.id) || !strings.Contains(node0Row, "clock untrusted") ||
+		!strings.Contains(node0Row, "+1200.0 ms ± 0.3 ms (limit ±1000 ms)") {
+		t.Errorf("Node-0's row lacks its clock offset marked untrusted (row %q)", node0Row)
+	}
+	for _, want := range []string{"pending rows", "exec/s done", "dead letters/h", "breakers closed", "1 report unknown", "clock offset"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -51,6 +51,7 @@ func layReport(mp *memberPage, r *MemberReport) {
 	}
 	if r.Report != nil {
 		mp.Pending = strconv.FormatInt(r.PendingRows, 10)
+		mp.Clock, mp.ClockBeyond = ClockText(r.Clock)
 	}
 	if r.ExecutionsPerS != nil {
 		mp.DonePerS = humanRate(r.ExecutionsPerS["done"])

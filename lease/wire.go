@@ -187,6 +187,24 @@ type Report struct {
 	DirectoryOldestWindowStartMs int64 `json:"directory_oldest_window_start_ms,omitempty"`
 	// LeaseFit is "" when the worker's timeouts fit its leases, else why not (it is not ready).
 	LeaseFit string `json:"lease_fit,omitempty"`
+	// Clock is the worker's clock offset from Cassandra's (docs/protocol.md section 7.1); absent
+	// before its first measurement and from workers that predate it.
+	Clock *ClockReport `json:"clock,omitempty"`
+}
+
+// ClockReport is a worker's measured clock offset and its verdict (package clockcheck).
+type ClockReport struct {
+	// OffsetUs is Cassandra's clock minus the worker's, in µs: positive when the worker is behind.
+	OffsetUs int64 `json:"offset_us"`
+	// UncertaintyUs bounds the measurement's error (half its least round trip), in µs.
+	UncertaintyUs int64 `json:"uncertainty_us"`
+	// LimitUs is max_clock_offset / 2, what |offset| + uncertainty must stay within, in µs.
+	LimitUs int64 `json:"limit_us"`
+	// AgeMs is the measurement's age when the report was sent.
+	AgeMs int64 `json:"age_ms"`
+	// Trusted: the estimate is fresh and within the limit. An untrusted worker leaves its ring,
+	// so a member reports false only for the moment before it leaves.
+	Trusted bool `json:"trusted"`
 }
 
 // BreakerReport is one circuit breaker that is open or half open.
@@ -228,6 +246,9 @@ func (r Report) Validate() error {
 	}
 	if len(r.LeaseFit) > 512 {
 		return fmt.Errorf("%w: lease_fit longer than 512 bytes", ErrBadRequest)
+	}
+	if c := r.Clock; c != nil && (c.UncertaintyUs < 0 || c.LimitUs < 0 || c.AgeMs < 0) {
+		return fmt.Errorf("%w: negative clock uncertainty_us, limit_us or age_ms", ErrBadRequest)
 	}
 	return nil
 }

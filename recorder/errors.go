@@ -14,4 +14,8 @@ var (
 	// ErrTooOld means a late target is before January 1st of last year: workers list only this
 	// year's and last year's days, so the failure would never be found.
 	ErrTooOld = errors.New("recorder: target window is older than last year")
+	// ErrClockUntrusted means nothing was recorded because the recorder's clock is beyond
+	// max_clock_offset / 2 from Cassandra's, or has no fresh measurement: a row it stamped could be
+	// hidden by a worker's delete. The error wraps clockcheck.ErrClockUntrusted with the figures.
+	ErrClockUntrusted = errors.New("recorder: clock untrusted, nothing recorded")
 )

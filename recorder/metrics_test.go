@@ -17,7 +17,8 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := New(st, Config{InstanceID: "pod"})
+	// The zero session reads as consistency ANY: no statement runs here.
+	rec, err := New(st, Config{InstanceID: "pod", AllowWeakConsistency: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +45,7 @@ func TestMetrics(t *testing.T) {
 		"retryring_recorder_errors_total":          0,
 		"retryring_recorder_statements_total":      0,
 		"retryring_recorder_cached_directory_rows": 0,
+		"retryring_recorder_clock_refusals_total":  0,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("metrics %v, want %v", got, want)

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/clockcheck"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/window"
 )
@@ -37,11 +38,25 @@ type Config struct {
 	Backdate time.Duration
 	// Clock is the time source. Default lease.SystemClock.
 	Clock lease.Clock
+	// ClockCheck, when set, judges Clock against Cassandra's (a *clockcheck.Monitor measuring the
+	// same clock): while it is untrusted every Record and RecordAt returns ErrClockUntrusted and
+	// writes nothing, since a row stamped by a clock beyond the bound could be hidden by a
+	// worker's delete and lost. A process that records measures first (Monitor.Measure) and only
+	// then records. Nil: unchecked (a worker's own re-records: the worker stops on its own).
+	ClockCheck ClockCheck
 	// CacheSize bounds the number of directory rows remembered as written. Default 100,000.
 	CacheSize int
+	// AllowWeakConsistency accepts a store whose session runs below a quorum (ONE, LOCAL_ONE, ...),
+	// which New otherwise refuses: a worker reading at such a level can miss what was written.
+	AllowWeakConsistency bool
 	// Logger is the parent logger; the recorder adds component=recorder and instance_id, so a
 	// logger given here carries neither. Default: none.
 	Logger *zerolog.Logger
+}
+
+// ClockCheck says whether the recorder's clock may be trusted; *clockcheck.Monitor is one.
+type ClockCheck interface {
+	Status() clockcheck.Status
 }
 
 // Defaults of Config.
@@ -81,6 +96,8 @@ type Stats struct {
 	Failures   uint64 // failures recorded successfully
 	Errors     uint64 // Record and RecordAt calls that returned an error (nothing recorded, or not all)
 	Statements uint64 // requests sent to Cassandra, successful or not
+	// ClockRefusals counts Record and RecordAt calls refused for an untrusted clock (also in Errors).
+	ClockRefusals uint64
 	// CachedRows is the number of directory rows currently remembered as written.
 	CachedRows int
 }
@@ -94,6 +111,7 @@ type Recorder struct {
 	dirs     *dirCache
 	failures atomic.Uint64
 	errors   atomic.Uint64
+	refusals atomic.Uint64
 
 	mu        sync.Mutex
 	counters  map[counterKey]*atomic.Int64
@@ -126,6 +144,9 @@ func New(store *cassandra.Store, cfg Config) (*Recorder, error) {
 	}
 	if err := cassandra.ValidateInstanceID(cfg.InstanceID); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c := store.Consistency(); cassandra.WeakConsistency(c) && !cfg.AllowWeakConsistency {
+		return nil, fmt.Errorf("%w: %w: the store's session runs at %v, below a quorum, so a worker that takes over a range can miss what this recorder wrote; use LOCAL_QUORUM or QUORUM, or set AllowWeakConsistency", ErrConfig, cassandra.ErrWeakConsistency, c)
 	}
 	if cfg.WindowMinutes == 0 {
 		cfg.WindowMinutes = store.WindowMinutes()
@@ -169,7 +190,21 @@ func New(store *cassandra.Store, cfg Config) (*Recorder, error) {
 
 // Stats returns the recorder's counters; Statements/Failures is the cost of a failure.
 func (r *Recorder) Stats() Stats {
-	return Stats{Failures: r.failures.Load(), Errors: r.errors.Load(), Statements: r.store.Statements(), CachedRows: r.dirs.len()}
+	return Stats{Failures: r.failures.Load(), Errors: r.errors.Load(), Statements: r.store.Statements(),
+		ClockRefusals: r.refusals.Load(), CachedRows: r.dirs.len()}
+}
+
+// clockTrusted returns ErrClockUntrusted, with the figures, while the clock check says the clock
+// is beyond the bound or has no fresh estimate.
+func (r *Recorder) clockTrusted() error {
+	if r.cfg.ClockCheck == nil {
+		return nil
+	}
+	if err := r.cfg.ClockCheck.Status().Err(); err != nil {
+		r.refusals.Add(1)
+		return fmt.Errorf("%w: %w", ErrClockUntrusted, err)
+	}
+	return nil
 }
 
 // Record writes one failure into W+1 (or, with Backdate, into a past window by the late
@@ -184,6 +219,9 @@ func (r *Recorder) Record(ctx context.Context, f Failure) (cassandra.BucketKey, 
 }
 
 func (r *Recorder) record(ctx context.Context, f Failure) (cassandra.BucketKey, error) {
+	if err := r.clockTrusted(); err != nil {
+		return cassandra.BucketKey{}, err
+	}
 	now := r.clock.Now()
 	if r.cfg.Backdate > 0 {
 		target, err := window.WriteTarget(now.Add(-r.cfg.Backdate), r.cfg.WindowMinutes)
@@ -224,8 +262,11 @@ func (r *Recorder) recordAt(ctx context.Context, target window.Window, fs []Fail
 		return fmt.Errorf("%w: %s (service windows are %d minutes)", ErrWindow, target, r.cfg.WindowMinutes)
 	}
 	for i, f := range fs {
-		// The clock is read again for every failure: a long list may run into the target's start,
-		// and what is left then goes by the late protocol.
+		// The clock is judged and read again for every failure: a long list may run into the
+		// target's start, and what is left then goes by the late protocol.
+		if err := r.clockTrusted(); err != nil {
+			return err
+		}
 		now := r.clock.Now()
 		if target.Start().Sub(now) < r.cfg.WriteBudget {
 			_, err := r.recordLate(ctx, now, target, fs[i:])

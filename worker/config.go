@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/retryring/retryring/clockcheck"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/window"
 	"github.com/retryring/retryring/worker/retrypolicy"
@@ -53,6 +54,11 @@ const (
 	// markers have left when it must be carried.
 	DefaultPauseSweepEvery = time.Hour
 )
+
+// ClockCheck says whether the worker's clock may be trusted; *clockcheck.Monitor is one.
+type ClockCheck interface {
+	Status() clockcheck.Status
+}
 
 // Config configures a Worker. Zero values mean the documented defaults.
 //
@@ -127,6 +133,11 @@ type Config struct {
 	// must be the clock the max_clock_offset bound holds for. Default lease.SystemClock. Tests
 	// whose Clock is manual keep this one on the clock their Store stamps writes with.
 	WriteClock lease.Clock
+	// ClockCheck, when set, judges Clock against Cassandra's (a *clockcheck.Monitor measuring the
+	// same clock, with MaxClockOffset): while it says untrusted, Run starts no cycle, and
+	// ring.report carries its figures. Giving the ranges back is the lease client's part (the
+	// worker command leaves the ring and rejoins). Nil: unchecked.
+	ClockCheck ClockCheck
 	// Logger receives the worker's logs. The zero value logs nothing. The scanner adds component
 	// and worker_id to every line, so a logger given here carries neither.
 	Logger zerolog.Logger

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retryring/retryring/clockcheck"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -86,6 +87,9 @@ func (s *Scanner) Report() lease.Report {
 		PendingRows:         s.backlog.pendingRows.Load(),
 		LeaseFit:            s.LeaseFit(),
 	}
+	if s.cfg.ClockCheck != nil {
+		r.Clock = clockReport(s.cfg.ClockCheck.Status())
+	}
 	if l, ok := s.guard.Current(); ok && l.IsNode0() {
 		r.DirectoryOldestWindowStartMs = s.backlog.directoryMs.Load()
 	}
@@ -95,4 +99,15 @@ func (s *Scanner) Report() lease.Report {
 		}
 	}
 	return r
+}
+
+// clockReport is the report's clock field; nil before the first measurement.
+func clockReport(st clockcheck.Status) *lease.ClockReport {
+	if !st.Measured {
+		return nil
+	}
+	return &lease.ClockReport{
+		OffsetUs: st.Estimate.Offset.Microseconds(), UncertaintyUs: st.Estimate.Uncertainty.Microseconds(),
+		LimitUs: st.Limit.Microseconds(), AgeMs: max(st.Age.Milliseconds(), 0), Trusted: st.Trusted,
+	}
 }

@@ -10,14 +10,15 @@ import (
 
 // Run cycles until ctx ends: a cycle right after one that made progress, otherwise after
 // IdleBackoff. While the guard refuses (no lease yet, or it expired) it keeps trying every
-// IdleBackoff; it never gives up on its own. When ctx ends it stops dispatching rows, lets the
+// IdleBackoff; it never gives up on its own. While Config.ClockCheck says the clock is untrusted
+// it starts no cycle (the clock monitor logs why, once per change). When ctx ends it stops dispatching rows, lets the
 // rows under way finish (each bounded by its timeouts), keeps every bucket it did not finish,
 // and returns nil.
 func (s *Scanner) Run(ctx context.Context) error {
 	s.log.Info().Str("region", s.cfg.Region).Str("cluster", s.cfg.Cluster).Str("service", s.cfg.Service).
 		Int("window_minutes", s.cfg.WindowMinutes).Int("concurrency", s.cfg.Concurrency).Msg("worker running")
 	for ctx.Err() == nil {
-		if s.cycleOnce(ctx) {
+		if s.clockTrusted() && s.cycleOnce(ctx) {
 			continue
 		}
 		t := time.NewTimer(s.cfg.IdleBackoff)
@@ -46,4 +47,9 @@ func (s *Scanner) cycleOnce(ctx context.Context) bool {
 		s.log.Warn().Err(err).Msg("cycle failed")
 	}
 	return false
+}
+
+// clockTrusted reports whether the worker may work on its clock now.
+func (s *Scanner) clockTrusted() bool {
+	return s.cfg.ClockCheck == nil || s.cfg.ClockCheck.Status().Trusted
 }

@@ -25,8 +25,10 @@ type cassandraFlags struct {
 	hosts       string
 	keyspace    string
 	consistency string
-	localDC     string
-	timeout     time.Duration
+	// allowWeak accepts a consistency below a quorum (cassandra.Config.AllowWeakConsistency).
+	allowWeak bool
+	localDC   string
+	timeout   time.Duration
 
 	// Client encryption and PasswordAuthenticator (docs/operations.md, "Cassandra: TLS and
 	// authentication").
@@ -38,6 +40,7 @@ func (c *cassandraFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.hosts, "cassandra", cassandra.DefaultHost, "Cassandra contact points, host:port,...")
 	fs.StringVar(&c.keyspace, "keyspace", "retryring", "keyspace of the retry directory")
 	fs.StringVar(&c.consistency, "consistency", "LOCAL_QUORUM", "consistency level of reads and writes")
+	fs.BoolVar(&c.allowWeak, "allow-weak-consistency", false, "accept a --consistency below a quorum (ONE, LOCAL_ONE, ANY, TWO, THREE): a worker taking over a range can then miss a COMMITTED marker and run a step twice")
 	fs.StringVar(&c.localDC, "local-dc", "", "keep queries inside this datacenter (token-aware, DC-aware routing)")
 	fs.DurationVar(&c.timeout, "cassandra-timeout", 2*time.Second, "timeout of one Cassandra request")
 	fs.StringVar(&c.ca, "cassandra-ca", "", "PEM CA that signed the Cassandra nodes' certificates; turns TLS on (host verification always on)")
@@ -56,7 +59,7 @@ func (c *cassandraFlags) config() (cassandra.Config, error) {
 	}
 	return cassandra.Config{
 		Hosts: splitList(c.hosts), Keyspace: c.keyspace, Consistency: c.consistency,
-		LocalDC: c.localDC, Timeout: c.timeout,
+		AllowWeakConsistency: c.allowWeak, LocalDC: c.localDC, Timeout: c.timeout,
 		Username: c.username, Password: password,
 		TLS:        tlsfiles.Files{CA: c.ca, Cert: c.cert, Key: c.key},
 		ServerName: c.serverName,

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/retryring/retryring/cassandra"
 )
 
 func TestCassandraPasswordFromFileOrEnvironment(t *testing.T) {
@@ -107,5 +110,29 @@ func TestCassandraFlagsMakeTheConfig(t *testing.T) {
 	if len(cfg.Hosts) != 2 || cfg.TLS.CA != "ca.pem" || cfg.TLS.Cert != "c.crt" || cfg.TLS.Key != "c.key" ||
 		cfg.ServerName != "cassandra.internal" || cfg.Username != "retryring" || cfg.Password != "s3cret" || !cfg.TLSEnabled() {
 		t.Fatalf("config: %+v", cfg)
+	}
+}
+
+// TestWeakConsistencyRefusedAtStart: worker, record and deadletters refuse a consistency below a
+// quorum before they connect, saying why; --allow-weak-consistency lets them go on (to a
+// connection error here: nothing listens on port 1).
+func TestWeakConsistencyRefusedAtStart(t *testing.T) {
+	for _, args := range [][]string{
+		{"worker", "--http-addr", ""},
+		{"record", "--count", "1"},
+		{"deadletters", "list"},
+	} {
+		run := func(extra ...string) error {
+			cmd := newRootCommand()
+			cmd.SetArgs(append(append(args, "--cassandra", "127.0.0.1:1", "--cassandra-timeout", "200ms", "--consistency", "LOCAL_ONE"), extra...))
+			return cmd.Execute()
+		}
+		err := run()
+		if !errors.Is(err, cassandra.ErrWeakConsistency) || !strings.Contains(err.Error(), "COMMITTED marker") {
+			t.Errorf("%s --consistency LOCAL_ONE: %v; want ErrWeakConsistency with its reason", args[0], err)
+		}
+		if err := run("--allow-weak-consistency"); err == nil || errors.Is(err, cassandra.ErrWeakConsistency) {
+			t.Errorf("%s --consistency LOCAL_ONE --allow-weak-consistency: %v; want it past the check", args[0], err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/lease"
 )
 
 func newCtlCommand() *cobra.Command {
@@ -80,6 +81,8 @@ type memberReportJSON struct {
 	PendingRows    int64              `json:"pending_rows"`
 	Breakers       []breakerJSON      `json:"breakers"`
 	LeaseFit       string             `json:"lease_fit"`
+	// Clock is the worker's measured clock offset; absent from workers that predate it.
+	Clock *lease.ClockReport `json:"clock"`
 }
 
 // backlogJSON is a ring's "backlog"; only the leader's view has it.
@@ -117,7 +120,8 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 		fmt.Fprintf(tw, "\nring %s/%s/%s (generation %d)\n", r.Region, r.Cluster, r.Service, r.Generation)
 		fmt.Fprintln(tw, controlsLine(r.Controls))
 		printBacklog(tw, r.Backlog)
-		fmt.Fprintln(tw, "NODE\tWORKER\tSTATE\tEPOCH\tLEASE LEFT\tREPORT\tPENDING\tEXEC/S\tBREAKERS\tRANGES")
+		fmt.Fprintln(tw, "NODE\tWORKER\tSTATE\tEPOCH\tLEASE LEFT\tREPORT\tPENDING\tEXEC/S\tBREAKERS\tCLOCK\tRANGES")
+		var untrusted []string
 		for _, m := range r.Members {
 			ranges := make([]string, len(m.Ranges))
 			for i, rg := range m.Ranges {
@@ -131,8 +135,14 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 			if m.NodeIndex == 0 {
 				node = "0 (Node-0)"
 			}
-			report, pending, execs, breakers := "-", "-", "-", "-"
+			report, pending, execs, breakers, clock := "-", "-", "-", "-", "-"
 			if rep := m.Report; rep != nil {
+				if text, beyond := coordinator.ClockText(rep.Clock); text != "" {
+					clock = text
+					if beyond {
+						untrusted = append(untrusted, m.WorkerID+" "+text)
+					}
+				}
 				report = rep.State
 				if rep.AgeMs != nil {
 					report += " " + (time.Duration(*rep.AgeMs) * time.Millisecond).Round(100*time.Millisecond).String()
@@ -158,8 +168,12 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 			if m.Cordoned && state != coordinator.MemberDeparted {
 				state = "cordoned"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", node, worker, state, m.Epoch, left,
-				report, pending, execs, breakers, strings.Join(ranges, " "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", node, worker, state, m.Epoch, left,
+				report, pending, execs, breakers, clock, strings.Join(ranges, " "))
+		}
+		for _, u := range untrusted {
+			// The worker leaves its ring until its clock is back within the bound.
+			fmt.Fprintf(tw, "clock untrusted (beyond half of max_clock_offset from Cassandra; fix the host's time sync): %s\n", u)
 		}
 	}
 	return tw.Flush()

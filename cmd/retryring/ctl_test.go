@@ -18,7 +18,8 @@ const leaderView = `{"coordinator_id":"c1","leader_id":"c1","raft_term":4,
     "report":{"state":"fresh","age_ms":1200,"executions_per_s":{"done":3,"transient":0.25},"dead_letters_per_hour":0,"worker_id":"w1",
      "executions":{"done":300,"transient":25},"dead_lettered":0,"guard_refusals":0,
      "breakers":[{"impl":"Payment","state":"open","open_until_ms":1764590405000}],"oldest_window_start_ms":0,"pending_rows":42,
-     "directory_oldest_window_start_ms":1764590000000}},
+     "directory_oldest_window_start_ms":1764590000000,
+     "clock":{"offset_us":-1250000,"uncertainty_us":400,"limit_us":1000000,"age_ms":3000,"trusted":false}}},
    {"worker_id":"w2","incarnation":"b","node_index":1,"epoch":12,"ranges":[{"start":"0","end":"9223372036854775807"}],"lease_expires_ms":0,"state":"active",
     "report":{"state":"unknown","age_ms":null}}],
   "backlog":{"state":"fresh","age_ms":252000,"oldest_window_start_ms":1764590000000,"pending_rows":42,
@@ -45,7 +46,8 @@ func runCtlRing(t *testing.T, body string, args ...string) (string, error) {
 }
 
 // TestCtlRingShowsReportsAndBacklog: the table has the ring's backlog line, its breaker and the
-// unknown member, and a report column per member.
+// unknown member, and a report column per member; a member whose clock is untrusted gets a note
+// with its offset and the limit.
 func TestCtlRingShowsReportsAndBacklog(t *testing.T) {
 	out, err := runCtlRing(t, leaderView)
 	if err != nil {
@@ -55,7 +57,8 @@ func TestCtlRingShowsReportsAndBacklog(t *testing.T) {
 		"backlog age 4m12s (fresh)  pending 42  exec/s done=3.00 transient=0.25 permanent=0.00 not_sent=0.00  breakers 1  dead letters/h 0.0  reports unknown 1",
 		"breaker w1 Payment open until 12:00:05 UTC",
 		"report unknown: w2",
-		"REPORT", "PENDING", "EXEC/S", "BREAKERS",
+		"REPORT", "PENDING", "EXEC/S", "BREAKERS", "CLOCK",
+		"clock untrusted (beyond half of max_clock_offset from Cassandra; fix the host's time sync): w1 -1250.0 ms ± 0.4 ms (limit ±1000 ms)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ctl ring lacks %q:\n%s", want, out)

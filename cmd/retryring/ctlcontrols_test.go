@@ -17,6 +17,12 @@ import (
 // startCoordinator runs a single-node coordinator on loopback and returns its admin address.
 func startCoordinator(t *testing.T) string {
 	t.Helper()
+	return "http://" + startCoordinatorNode(t).HTTPAddr()
+}
+
+// startCoordinatorNode runs a single-node coordinator on loopback.
+func startCoordinatorNode(t *testing.T) *coordinator.Node {
+	t.Helper()
 	var lns []net.Listener
 	for range 3 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -34,7 +40,7 @@ func startCoordinator(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Kill)
-	return "http://" + n.HTTPAddr()
+	return n
 }
 
 // ctl runs `retryring ctl args...` and returns its output and error.

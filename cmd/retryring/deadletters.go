@@ -234,7 +234,7 @@ and writes nothing.`,
 				return err
 			}
 			defer closeStore()
-			rec, err := recorder.New(st, recorder.Config{InstanceID: "retryring-deadletters"})
+			rec, err := recorder.New(st, recorder.Config{InstanceID: "retryring-deadletters", AllowWeakConsistency: d.cf.allowWeak})
 			if err != nil {
 				return err
 			}

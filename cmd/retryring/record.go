@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/clockcheck"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/wallclock"
 	"github.com/retryring/retryring/window"
@@ -30,6 +31,8 @@ type recordOptions struct {
 	bucketSize  int
 	implType    string
 	prefix      string
+	// maxClockOffset is the bound the recorders' clock is checked against (half of it each).
+	maxClockOffset time.Duration
 }
 
 func newRecordCommand() *cobra.Command {
@@ -52,6 +55,7 @@ func newRecordCommand() *cobra.Command {
 	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent writes")
 	fs.IntVar(&o.bucketSize, "bucket-size", recorder.DefaultBucketSize, "rows per bucket partition")
 	fs.StringVar(&o.implType, "impl-type", "PaymentStep", "saga step (stacksaga_impl_type) of the recorded failures")
+	fs.DurationVar(&o.maxClockOffset, "max-clock-offset", clockcheck.DefaultMaxClockOffset, "bound on the offset between any two processes' clocks: this process records only while within half of it from Cassandra's")
 	fs.StringVar(&o.prefix, "tx-prefix", "", "transaction id prefix (default: a per-run prefix, so runs never collide)")
 	annotateEnv(cmd)
 	return cmd
@@ -73,15 +77,32 @@ func runRecord(ctx context.Context, cmd *cobra.Command, o recordOptions) error {
 	if err != nil {
 		return err
 	}
+	// Measure first, and record only on a trusted clock: a row stamped by a clock beyond the bound
+	// could be hidden by a worker's delete.
+	mon, err := clockcheck.NewMonitor(clockcheck.Config{Prober: clockcheck.NewCassandraProber(session, nil), MaxClockOffset: o.maxClockOffset})
+	if err != nil {
+		return err
+	}
+	if err := mon.Measure(ctx); err != nil {
+		return fmt.Errorf("record: measuring the clock offset from Cassandra: %w", err)
+	}
+	if err := mon.Status().Err(); err != nil {
+		return fmt.Errorf("record: %w (nothing recorded; fix the host's time sync, docs/operations.md \"Clock offset\")", err)
+	}
+	monCtx, stopMon := context.WithCancel(ctx)
+	defer stopMon()
+	go func() { _ = mon.Run(monCtx) }()
 	recs := make([]*recorder.Recorder, o.instances)
 	for i := range recs {
 		recs[i], err = recorder.New(store, recorder.Config{
 			InstanceID: fmt.Sprintf("%s-pod-%d", o.ring.service, i), BucketSize: o.bucketSize, Backdate: o.backdate,
+			ClockCheck: mon, AllowWeakConsistency: o.cf.allowWeak,
 		})
 		if err != nil {
 			return err
 		}
 	}
+	defer fmt.Fprintln(cmd.OutOrStdout(), clockSummary(mon.Status()))
 
 	if o.backdate > 0 && o.rate == 0 {
 		return runBackdatedImport(ctx, cmd, o, recs)
@@ -174,4 +195,12 @@ func runBackdatedImport(ctx context.Context, cmd *cobra.Command, o recordOptions
 	fmt.Fprintf(cmd.OutOrStdout(), "imported %d failures into window %v across %d instances in %v: %.0f/s, %.3f statements per failure\n",
 		done, target, len(recs), elapsed.Round(time.Millisecond), float64(done)/elapsed.Seconds(), float64(statements)/float64(max(done, 1)))
 	return ctx.Err()
+}
+
+// clockSummary is the summary's line on the clock: the measured offset and whether it was trusted.
+func clockSummary(s clockcheck.Status) string {
+	if !s.Trusted {
+		return fmt.Sprintf("clock: UNTRUSTED, %s", s.Reason)
+	}
+	return fmt.Sprintf("clock: offset %v (%d hosts measured), within the %v a process may be off", s.Estimate, s.Estimate.Hosts, s.Limit)
 }

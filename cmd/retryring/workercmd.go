@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/clockcheck"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/wallclock"
 	"github.com/retryring/retryring/worker"
@@ -41,10 +42,17 @@ type workerOptions struct {
 	// maxAttemptsSet: --max-attempts was given (flag or environment), which a policy file
 	// would silently override.
 	maxAttemptsSet bool
+	// clockEvery is the period of the clock offset measurement (--clock-check-every).
+	clockEvery time.Duration
+	// clock is the worker's clock: nil for the system clock; tests skew it.
+	clock lease.Clock
 }
 
-func newWorkerCommand() *cobra.Command {
-	var o workerOptions
+func newWorkerCommand() *cobra.Command { return workerCommand(&workerOptions{}) }
+
+// workerCommand is the worker subcommand over o, which tests fill beyond the flags.
+func workerCommand(op *workerOptions) *cobra.Command {
+	o := op
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run one retry worker: lease client, traversal, execution and compaction",
@@ -57,7 +65,7 @@ On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish with
 			o.maxAttemptsSet = flagGiven(cmd, "max-attempts")
 			return err
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return runWorker(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runWorker(cmd.Context(), *o) },
 	}
 	fs := cmd.Flags()
 	o.cf.register(fs)
@@ -70,7 +78,8 @@ On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish with
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7580", "listen address of /healthz, /readyz and /metrics; empty: none")
 	fs.IntVar(&o.cfg.Concurrency, "concurrency", worker.DefaultConcurrency, "executions in flight at most")
 	fs.IntVar(&o.cfg.LookbackDays, "lookback-days", worker.DefaultLookbackDays, "minimum days of history checked (older live days are never skipped)")
-	fs.DurationVar(&o.cfg.MaxClockOffset, "max-clock-offset", worker.DefaultMaxClockOffset, "bound on any writer's clock error")
+	fs.DurationVar(&o.cfg.MaxClockOffset, "max-clock-offset", worker.DefaultMaxClockOffset, "bound on the offset between any two processes' clocks: the worker works only while within half of it from Cassandra's")
+	fs.DurationVar(&o.clockEvery, "clock-check-every", clockcheck.DefaultEvery, "period of the clock offset measurement against Cassandra (an estimate older than 3 periods is untrusted)")
 	fs.IntVar(&o.cfg.MaxAttempts, "max-attempts", worker.DefaultMaxAttempts, "executions before a transient failure is dead-lettered (with --retry-policy: max_attempts in the file)")
 	fs.StringVar(&o.retryPolicy, "retry-policy", "", "YAML file of per-step retry policies (attempts, max delay, status classes), keyed by stacksaga_impl_type with a default entry")
 	fs.BoolVar(&o.cfg.NoBreaker, "no-breaker", false, "turn the circuit breaker off: send every admitted execution however many transient answers came before")
@@ -138,48 +147,74 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		return err
 	}
 
-	var scanner *worker.Scanner // built after the client, whose guard it checks; Drain needs it
-	client, err := leaseclient.New(leaseclient.Config{
-		WorkerID: o.workerID, Ring: ring, Coordinators: splitList(o.coordinators),
-		Token: token, TLS: coordinatorTLS, Logger: parent,
-		Drain: func(ctx context.Context, old, next lease.Lease) error {
-			return scanner.Drain(ctx, old, next)
-		},
-		Report: func() lease.Report { return scanner.Report() },
+	clock := o.clock
+	if clock == nil {
+		clock = lease.SystemClock{}
+	}
+	cfg.Clock = clock
+	guard := lease.NewGuard(clock, leaseclient.DefaultGuardMargin)
+
+	var scanner *worker.Scanner // built after the client config, whose hooks call it
+	clientConfig := func(incarnation string) leaseclient.Config {
+		return leaseclient.Config{
+			WorkerID: o.workerID, Ring: ring, Coordinators: splitList(o.coordinators), Incarnation: incarnation,
+			Token: token, TLS: coordinatorTLS, Logger: parent, Clock: clock, Guard: guard,
+			Drain: func(ctx context.Context, old, next lease.Lease) error {
+				return scanner.Drain(ctx, old, next)
+			},
+			Report: func() lease.Report { return scanner.Report() },
+		}
+	}
+	first, err := leaseclient.New(clientConfig(""))
+	if err != nil {
+		return err
+	}
+	members := newRingMembership(first, func(inc string) (*leaseclient.Client, error) { return leaseclient.New(clientConfig(inc)) },
+		o.shutdown, log)
+	monitor, err := clockcheck.NewMonitor(clockcheck.Config{
+		Prober: clockcheck.NewCassandraProber(session, clock), Clock: clock, MaxClockOffset: cfg.MaxClockOffset,
+		Every: o.clockEvery, Logger: parent, OnChange: members.clockChanged,
 	})
 	if err != nil {
 		return err
 	}
-	if scanner, err = worker.New(cfg, store, client.Guard(), exec); err != nil {
+	cfg.ClockCheck = monitor
+	if scanner, err = worker.New(cfg, store, guard, exec); err != nil {
 		return err
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(worker.NewMetrics(scanner), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	stopHTTP, err := serveWorkerHTTP(o.httpAddr, workerIdentity{o.workerID, client.Incarnation(), client.Guard(), scanner.LeaseFit}, reg, log)
+	reg.MustRegister(worker.NewMetrics(scanner), clockcheck.NewMetrics(monitor, "worker"),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	stopHTTP, err := serveWorkerHTTP(o.httpAddr, workerIdentity{o.workerID, first.Incarnation(), guard, scanner.LeaseFit, monitor.Status}, reg, log)
 	if err != nil {
 		return err
 	}
 	defer stopHTTP()
 
-	// The lease client outlives the scanner: it must still hold the lease while in-flight work ends.
-	clientCtx, stopClient := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopClient()
-	clientDone := make(chan error, 1)
-	go func() { clientDone <- client.Run(clientCtx) }()
-	log.Info().Str("incarnation", client.Incarnation()).Str("ring", ring.String()).Msg("worker started")
+	// Measure first: the worker joins its ring only once its clock is trusted (the monitor's
+	// verdict reaches members), and leaves it while it is not.
+	monitorCtx, stopMonitor := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMonitor()
+	membersDone := make(chan struct{})
+	go func() {
+		defer close(membersDone)
+		members.run(monitorCtx)
+	}()
+	_ = monitor.Measure(ctx) // a failure is logged; the worker stays out until a measurement succeeds
+	monitorDone := make(chan struct{})
+	go func() {
+		defer close(monitorDone)
+		_ = monitor.Run(monitorCtx)
+	}()
+	log.Info().Str("incarnation", first.Incarnation()).Str("ring", ring.String()).Msg("worker started")
 
 	runErr := scanner.Run(ctx) // returns when ctx ends (signal), after in-flight work settled
 	log.Info().Msg("stopping: leaving the ring")
-	leaveCtx, cancel := context.WithTimeout(context.Background(), o.shutdown)
-	defer cancel()
-	if err := client.Leave(leaveCtx); err != nil {
-		log.Warn().Err(err).Msg("leave failed; the coordinator frees the ranges when the lease expires")
-	}
-	stopClient()
-	if err := <-clientDone; err != nil && !errors.Is(err, context.Canceled) {
-		log.Warn().Err(err).Msg("lease client ended with an error")
-	}
+	stopMonitor()
+	<-membersDone
+	<-monitorDone // before the session closes under a measurement
+	members.stop()
 	s := scanner.Stats()
 	log.Info().Interface("stats", s).Msg("worker stopped")
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
@@ -207,6 +242,7 @@ type workerIdentity struct {
 	workerID, incarnation string
 	guard                 *lease.Guard
 	leaseFit              func() string
+	clock                 func() clockcheck.Status
 }
 
 // serveWorkerHTTP serves /healthz (alive), /readyz (a usable lease that its timeouts fit is held)
@@ -239,6 +275,19 @@ func workerMux(id workerIdentity, reg *prometheus.Registry) *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "worker_id": id.workerID, "incarnation": id.incarnation})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if st := id.clock(); !st.Trusted {
+			// Out of the ring on purpose: the reason names the measured offset and the bound.
+			body := map[string]any{
+				"ready": false, "reason": st.Reason, "worker_id": id.workerID, "incarnation": id.incarnation,
+				"clock_limit_ms": st.Limit.Milliseconds(),
+			}
+			if st.Measured {
+				body["clock_offset_ms"] = float64(st.Estimate.Offset.Microseconds()) / 1000
+				body["clock_uncertainty_ms"] = float64(st.Estimate.Uncertainty.Microseconds()) / 1000
+			}
+			writeJSON(w, http.StatusServiceUnavailable, body)
+			return
+		}
 		l, err := id.guard.Check(0)
 		// A lease its timeouts do not fit is no readiness either: the guard refuses them for
 		// part of every renewal period.

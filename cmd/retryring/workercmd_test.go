@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/retryring/retryring/clockcheck"
 	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/lease"
 )
@@ -28,7 +29,7 @@ func TestWorkerEndpoints(t *testing.T) {
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "retryring_probe_total", Help: "probe"}))
 	misfit := "--exec-timeout 5s + 100ms margin does not fit in the 1s a lease holds at least"
 	fit := misfit
-	srv := httptest.NewServer(workerMux(workerIdentity{"w7", "inc-42", g, func() string { return fit }}, reg))
+	srv := httptest.NewServer(workerMux(workerIdentity{"w7", "inc-42", g, func() string { return fit }, trustedClock}, reg))
 	defer srv.Close()
 
 	get := func(path string) (int, map[string]any) {
@@ -144,4 +145,9 @@ func TestWorkerRefusesAKeyspaceWithoutThePerStateMarkerCells(t *testing.T) {
 		!strings.Contains(err.Error(), "es_execution_markers.committed_by") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("worker on the keyspace before the upgrade: %v; want one line naming the missing columns and `retryring schema apply`", err)
 	}
+}
+
+// trustedClock is the verdict of a clock within the bound.
+func trustedClock() clockcheck.Status {
+	return clockcheck.Status{Trusted: true, Measured: true, Limit: time.Second}
 }

@@ -32,7 +32,8 @@ func Cluster() *gocql.ClusterConfig {
 	c := gocql.NewCluster(host)
 	c.Port = port
 	c.ProtoVersion = 4 // gocql v1.7.0 speaks at most v4; skips the version probe
-	c.Consistency = gocql.One
+	// The product refuses levels below a quorum; QUORUM of a keyspace of factor 1 is one replica.
+	c.Consistency = gocql.Quorum
 	c.ConnectTimeout = 5 * time.Second
 	c.Timeout = 20 * time.Second // schema changes on a loaded 2-core machine take seconds
 	c.NumConns = 1

@@ -90,11 +90,15 @@ func New(cfg Config) (*Client, error) {
 		}
 		routes[r] = md
 	}
+	guard := cfg.Guard
+	if guard == nil {
+		guard = lease.NewGuard(cfg.Clock, cfg.GuardMargin)
+	}
 	c := &Client{
 		cfg: cfg,
 		log: cfg.Logger.With().Str("component", "leaseclient").Str("worker_id", cfg.WorkerID).
 			Str("incarnation", cfg.Incarnation).Stringer("ring", cfg.Ring).Logger(),
-		guard:   lease.NewGuard(cfg.Clock, cfg.GuardMargin),
+		guard:   guard,
 		routes:  routes,
 		runDone: make(chan struct{}),
 		stop:    make(chan struct{}),

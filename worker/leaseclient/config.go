@@ -92,6 +92,10 @@ type Config struct {
 	Clock lease.Clock
 	// GuardMargin is the Guard's margin. Default DefaultGuardMargin.
 	GuardMargin time.Duration
+	// Guard, when set, is the Guard this client feeds instead of a new one (Clock and GuardMargin
+	// are then the Guard's): a worker that left its ring while its clock was untrusted rejoins
+	// with a new client and keeps the Guard its data plane asks.
+	Guard *lease.Guard
 	// Keepalive is the KEEPALIVE period, at most MaxKeepalive. Default DefaultKeepalive.
 	Keepalive time.Duration
 	// KeepaliveLifetime is how long the client tolerates reading nothing (from the first byte on) or

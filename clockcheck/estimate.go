@@ -1,0 +1,134 @@
+package clockcheck
+
+import (
+	"fmt"
+	"time"
+)
+
+// Sample is one query of a server's clock: the local clock read just before the query was sent and
+// just after its answer arrived, and what the server said. The server's reading is truncated to
+// Resolution (Cassandra's toUnixTimestamp gives milliseconds): its clock was in
+// [Server, Server+Resolution) when it answered.
+type Sample struct {
+	Host       string
+	Sent       time.Time
+	Received   time.Time
+	Server     time.Time
+	Resolution time.Duration
+}
+
+// rtt is the round trip the local clock saw; negative when the clock was stepped back meanwhile.
+func (s Sample) rtt() time.Duration { return s.Received.Sub(s.Sent) }
+
+// Estimate is a process's clock offset from one server: Offset is server − local (positive when the
+// local clock is behind), and the true offset lies within Offset ± Uncertainty. At is the local
+// reading when the measurement ended; Hosts counts the servers that answered.
+type Estimate struct {
+	Host        string
+	Offset      time.Duration
+	Uncertainty time.Duration
+	Hosts       int
+	At          time.Time
+}
+
+// Worst is how far the local clock may be from the server's: |Offset| + Uncertainty.
+func (e Estimate) Worst() time.Duration {
+	off := e.Offset
+	if off < 0 {
+		off = -off
+	}
+	return off + e.Uncertainty
+}
+
+// String is the estimate as logs and errors give it: the offset signed (positive: the local clock
+// is behind Cassandra's).
+func (e Estimate) String() string {
+	sign := ""
+	if e.Offset >= 0 {
+		sign = "+"
+	}
+	return fmt.Sprintf("%s%v ± %v from Cassandra host %s", sign, e.Offset.Round(time.Microsecond), e.Uncertainty.Round(time.Microsecond), e.Host)
+}
+
+// EstimateFrom turns samples into an estimate, at the local reading at. Per host it keeps the
+// sample with the least round trip (the query's time on the wire is unknown, so the server's
+// reading is taken to be the round trip's midpoint, off by at most half of it); of the hosts, it
+// returns the one with the widest bound. A sample whose local clock went backwards is dropped.
+// ErrNoSample when none is left.
+func EstimateFrom(samples []Sample, at time.Time) (Estimate, error) {
+	best := map[string]Sample{}
+	for _, s := range samples {
+		if s.rtt() < 0 || s.Resolution < 0 {
+			continue
+		}
+		if b, ok := best[s.Host]; !ok || s.rtt() < b.rtt() {
+			best[s.Host] = s
+		}
+	}
+	if len(best) == 0 {
+		return Estimate{}, fmt.Errorf("%w: %d samples, none with a forward local clock", ErrNoSample, len(samples))
+	}
+	var worst Estimate
+	first := true
+	for host, s := range best {
+		mid := s.Sent.Add(s.rtt() / 2)
+		e := Estimate{
+			Host:        host,
+			Offset:      s.Server.Add(s.Resolution / 2).Sub(mid),
+			Uncertainty: s.rtt()/2 + s.Resolution/2,
+		}
+		if first || e.Worst() > worst.Worst() || (e.Worst() == worst.Worst() && host < worst.Host) {
+			worst, first = e, false
+		}
+	}
+	worst.Hosts = len(best)
+	worst.At = at
+	return worst, nil
+}
+
+// Status is the verdict on a process's clock at one instant.
+type Status struct {
+	// Trusted: a fresh estimate whose Worst is within Limit.
+	Trusted bool
+	// Measured: Estimate holds a measurement (else there has been none yet).
+	Measured bool
+	Estimate Estimate
+	// Age is how old the estimate is by the local clock.
+	Age time.Duration
+	// Limit is max_clock_offset / 2: how far from Cassandra a process may be.
+	Limit time.Duration
+	// Reason says why the clock is not trusted; empty when it is.
+	Reason string
+}
+
+// Err is nil for a trusted clock, else ErrClockUntrusted wrapped with the reason.
+func (s Status) Err() error {
+	if s.Trusted {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrClockUntrusted, s.Reason)
+}
+
+// Check judges estimate e (measured is false when there is none) at the local reading now, for a
+// bound maxClockOffset between any two processes: a process may be maxClockOffset / 2 from
+// Cassandra. An estimate older than staleAfter is no estimate, nor is one taken "after" now (the
+// local clock was stepped back since: the offset it measured is no longer the clock's).
+func Check(e Estimate, measured bool, now time.Time, maxClockOffset, staleAfter time.Duration) Status {
+	s := Status{Measured: measured, Estimate: e, Limit: maxClockOffset / 2}
+	if !measured {
+		s.Reason = "no measurement of the clock offset from Cassandra yet"
+		return s
+	}
+	s.Age = now.Sub(e.At)
+	switch {
+	case s.Age < 0:
+		s.Reason = fmt.Sprintf("the local clock went back %v since the offset was measured (%v)", -s.Age, e)
+	case s.Age > staleAfter:
+		s.Reason = fmt.Sprintf("the last offset measurement (%v) is %v old, more than the %v it is trusted for", e, s.Age.Round(time.Millisecond), staleAfter)
+	case e.Worst() > s.Limit:
+		s.Reason = fmt.Sprintf("clock offset %v is beyond the bound: max_clock_offset %v allows %v per process", e, maxClockOffset, s.Limit)
+	default:
+		s.Trusted = true
+	}
+	return s
+}

@@ -1,0 +1,129 @@
+package clockcheck
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_800_000_000, 0)
+
+// probe simulates one query of a server whose clock is `offset` ahead of the local one: the
+// request takes `out` on the wire, the answer `back`, and the server truncates its reading to ms.
+func probe(host string, sent time.Time, offset, out, back time.Duration) Sample {
+	serverAt := sent.Add(out).Add(offset)
+	return Sample{Host: host, Sent: sent, Received: sent.Add(out + back),
+		Server: serverAt.Truncate(time.Millisecond), Resolution: time.Millisecond}
+}
+
+// TestEstimateBracketsTheTrueOffset: for generated skews and asymmetric round trips (one leg up to
+// 50 ms, the other near zero), the true offset always lies within Offset ± Uncertainty, and the
+// estimate keeps the sample with the least round trip.
+func TestEstimateBracketsTheTrueOffset(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		offset := time.Duration(r.Int64N(int64(20*time.Second))) - 10*time.Second
+		var samples []Sample
+		least := time.Duration(1 << 62)
+		for k := range 1 + r.IntN(6) {
+			out := time.Duration(r.Int64N(int64(50 * time.Millisecond)))
+			back := time.Duration(r.Int64N(int64(time.Millisecond)))
+			if r.IntN(2) == 0 {
+				out, back = back, out
+			}
+			least = min(least, out+back)
+			samples = append(samples, probe("h1", t0.Add(time.Duration(k)*time.Second), offset, out, back))
+		}
+		e, err := EstimateFrom(samples, t0.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := e.Offset - offset; d > e.Uncertainty || -d > e.Uncertainty {
+			t.Fatalf("case %d: true offset %v outside %v ± %v", i, offset, e.Offset, e.Uncertainty)
+		}
+		if want := least/2 + time.Millisecond/2; e.Uncertainty != want {
+			t.Fatalf("case %d: uncertainty %v, want half the least round trip plus half the resolution, %v", i, e.Uncertainty, want)
+		}
+		if e.Worst() < abs(offset) {
+			t.Fatalf("case %d: worst %v is below the true |offset| %v", i, e.Worst(), abs(offset))
+		}
+	}
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// TestEstimateTakesTheWidestHost: of several hosts the estimate is the one farthest from the local
+// clock (offset and uncertainty together), and it counts the hosts that answered.
+func TestEstimateTakesTheWidestHost(t *testing.T) {
+	samples := []Sample{
+		probe("a", t0, 100*time.Millisecond, time.Millisecond, time.Millisecond),
+		probe("b", t0, -900*time.Millisecond, time.Millisecond, time.Millisecond),
+		probe("b", t0.Add(time.Second), -900*time.Millisecond, 40*time.Millisecond, time.Millisecond),
+		probe("c", t0, 300*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond),
+	}
+	e, err := EstimateFrom(samples, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Host != "b" || e.Hosts != 3 || e.Uncertainty > 2*time.Millisecond {
+		t.Fatalf("estimate %+v, want host b's least-rtt sample of 3 hosts", e)
+	}
+}
+
+// TestEstimateDropsBackwardClock: a sample across which the local clock went back says nothing;
+// with no other sample there is no estimate.
+func TestEstimateDropsBackwardClock(t *testing.T) {
+	back := Sample{Host: "a", Sent: t0, Received: t0.Add(-time.Second), Server: t0, Resolution: time.Millisecond}
+	if _, err := EstimateFrom([]Sample{back}, t0); !errors.Is(err, ErrNoSample) {
+		t.Fatalf("err = %v, want ErrNoSample", err)
+	}
+	if _, err := EstimateFrom(nil, t0); !errors.Is(err, ErrNoSample) {
+		t.Fatalf("no samples: err = %v, want ErrNoSample", err)
+	}
+	good := probe("a", t0, 0, time.Millisecond, time.Millisecond)
+	e, err := EstimateFrom([]Sample{back, good}, t0)
+	if err != nil || e.Uncertainty != 1500*time.Microsecond {
+		t.Fatalf("estimate %+v (%v), want the forward sample's", e, err)
+	}
+}
+
+// TestCheck: the verdict for each way a clock can be untrusted, and the boundary of the bound:
+// each process gets half of max_clock_offset.
+func TestCheck(t *testing.T) {
+	e := func(offset, u time.Duration) Estimate {
+		return Estimate{Host: "h", Offset: offset, Uncertainty: u, Hosts: 1, At: t0}
+	}
+	const bound, stale = 2 * time.Second, 90 * time.Second
+	for _, c := range []struct {
+		name     string
+		est      Estimate
+		measured bool
+		now      time.Time
+		trusted  bool
+		reason   string
+	}{
+		{"none yet", Estimate{}, false, t0, false, "no measurement"},
+		{"exactly half", e(990*time.Millisecond, 10*time.Millisecond), true, t0, true, ""},
+		{"behind, just past half", e(-990*time.Millisecond, 11*time.Millisecond), true, t0, false, "beyond the bound: max_clock_offset 2s allows 1s"},
+		{"ahead by 1.5s", e(1500*time.Millisecond, time.Millisecond), true, t0, false, "beyond the bound"},
+		{"uncertainty alone", e(0, 1100*time.Millisecond), true, t0, false, "beyond the bound"},
+		{"fresh at the limit", e(0, time.Millisecond), true, t0.Add(stale), true, ""},
+		{"stale", e(0, time.Millisecond), true, t0.Add(stale + time.Millisecond), false, "more than the 1m30s it is trusted for"},
+		{"clock stepped back", e(0, time.Millisecond), true, t0.Add(-time.Second), false, "went back 1s"},
+	} {
+		s := Check(c.est, c.measured, c.now, bound, stale)
+		if s.Trusted != c.trusted || !strings.Contains(s.Reason, c.reason) || (c.trusted != (s.Reason == "")) {
+			t.Errorf("%s: trusted %v reason %q; want %v and a reason with %q", c.name, s.Trusted, s.Reason, c.trusted, c.reason)
+		}
+		if err := s.Err(); c.trusted != (err == nil) || (err != nil && !errors.Is(err, ErrClockUntrusted)) {
+			t.Errorf("%s: Err() = %v", c.name, err)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package clockcheck
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/internal/clocktest"
+)
+
+// fakeProber answers as a server whose clock is `offset` ahead of clock, with a 2 ms round trip;
+// err, when set, fails the probe.
+type fakeProber struct {
+	clock  *clocktest.Manual
+	offset time.Duration
+	err    error
+}
+
+func (p *fakeProber) Probe(context.Context) ([]Sample, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	now := p.clock.Now()
+	return []Sample{probe("h", now.Add(-2*time.Millisecond), p.offset, time.Millisecond, time.Millisecond)}, nil
+}
+
+// TestMonitorVerdicts: untrusted before the first measurement; trusted after one within the bound;
+// untrusted (told once) when the skew goes past half the bound; trusted again when it comes back;
+// untrusted once failed measurements let the estimate turn stale. OnChange hears each change once.
+func TestMonitorVerdicts(t *testing.T) {
+	clock := clocktest.New(t0)
+	p := &fakeProber{clock: clock}
+	var changes []bool
+	m, err := NewMonitor(Config{Prober: p, Clock: clock, MaxClockOffset: 2 * time.Second, Every: 30 * time.Second,
+		OnChange: func(s Status) { changes = append(changes, s.Trusted) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if s := m.Status(); s.Trusted || s.Measured {
+		t.Fatalf("before any measurement: %+v", s)
+	}
+	step := func(offset time.Duration, fail error) {
+		t.Helper()
+		clock.Advance(30 * time.Second)
+		p.offset, p.err = offset, fail
+		if err := m.Measure(ctx); !errors.Is(err, fail) {
+			t.Fatalf("Measure: %v", err)
+		}
+	}
+	step(200*time.Millisecond, nil)
+	step(-300*time.Millisecond, nil)
+	if s := m.Status(); !s.Trusted {
+		t.Fatalf("within the bound: %+v", s)
+	}
+	step(1500*time.Millisecond, nil)
+	if err := m.Status().Err(); !errors.Is(err, ErrClockUntrusted) {
+		t.Fatalf("1.5 s off: Err() = %v", err)
+	}
+	step(1600*time.Millisecond, nil) // no new change
+	step(0, nil)
+	boom := errors.New("cassandra down")
+	for range 3 { // 90 s: still fresh at the third failure
+		step(0, boom)
+	}
+	if !m.Status().Trusted {
+		t.Fatal("a 90 s old estimate is within the 3-period staleness limit")
+	}
+	step(0, boom)
+	if s := m.Status(); s.Trusted || m.Failures() != 4 {
+		t.Fatalf("after 4 failed measurements: %+v, %d failures", s, m.Failures())
+	}
+	want := []bool{true, false, true, false}
+	if len(changes) != len(want) {
+		t.Fatalf("OnChange heard %v, want %v", changes, want)
+	}
+	for i := range want {
+		if changes[i] != want[i] {
+			t.Fatalf("OnChange heard %v, want %v", changes, want)
+		}
+	}
+}
+
+func TestMonitorConfig(t *testing.T) {
+	if _, err := NewMonitor(Config{}); !errors.Is(err, ErrConfig) {
+		t.Errorf("no prober: %v", err)
+	}
+	if _, err := NewMonitor(Config{Prober: &fakeProber{}, Every: time.Minute, StaleAfter: time.Second}); !errors.Is(err, ErrConfig) {
+		t.Errorf("staleness limit shorter than the period: %v", err)
+	}
+}
