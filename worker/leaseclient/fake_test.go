@@ -70,6 +70,7 @@ type fakeCoord struct {
 	t      *testing.T
 	id     string
 	addr   string
+	ln     net.Listener
 	clock  *clocktest.Manual
 	seq    *seq
 	ctx    context.Context
@@ -114,7 +115,7 @@ func startFake(t *testing.T, id string, clock *clocktest.Manual, sq *seq) *fakeC
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fakeCoord{
-		t: t, id: id, addr: ln.Addr().String(), clock: clock, seq: sq, ctx: ctx, cancel: cancel,
+		t: t, id: id, addr: ln.Addr().String(), ln: ln, clock: clock, seq: sq, ctx: ctx, cancel: cancel,
 		served: make(chan struct{}), renew: 10 * time.Millisecond,
 		assign: lease.WireLease{
 			NodeIndex: 0, NodeCount: 1, Epoch: 1, Generation: 1,
@@ -179,8 +180,10 @@ func (f *fakeCoord) stop() {
 }
 
 // kill closes every connection and the listener at once, as a crashed coordinator would. Quiesce
-// first if a client is connected (see quiesce).
+// first if a client is connected (see quiesce). The listener goes first: a client whose connection
+// was dropped would otherwise reconnect to the dead coordinator before Serve closes it.
 func (f *fakeCoord) kill() {
+	_ = f.ln.Close()
 	f.dropConnections()
 	f.cancel()
 	select {

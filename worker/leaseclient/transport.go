@@ -50,6 +50,9 @@ func remoteError(err error) (out error) {
 	}()
 	var re rsocket.Error
 	if !errors.As(err, &re) {
+		if errors.Is(err, ErrDisconnected) {
+			return err // block already said how the connection was lost
+		}
 		return fmt.Errorf("%w: %w", ErrDisconnected, err)
 	}
 	code := re.ErrorCode()
