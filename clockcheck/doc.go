@@ -11,7 +11,10 @@
 // What it owns:
 //   - the estimate from samples (estimate.go): a pure function of the clock readings taken around
 //     each query and the server's answer; tested with generated samples;
-//   - the verdict (Check): trusted, or why not (beyond the bound, no estimate, a stale estimate);
+//   - the verdict (Check): trusted, or why not (beyond the bound, no estimate, a stale estimate, a
+//     wall clock stepped since the measurement: its elapsed time since then differs from the
+//     monotonic clock's by more than the bound leaves, which Status sees at once and has Run
+//     measure again);
 //   - the Monitor (monitor.go): measures at start and every period through a Prober, keeps the last
 //     estimate, logs each change of verdict once, and tells a listener;
 //   - the Cassandra prober (cassandra.go): SELECT toUnixTimestamp(now()) FROM system.local, spread

@@ -127,3 +127,41 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSeesAWallClockStep: an estimate 300 ms from Cassandra leaves 700 ms of the 1 s a process
+// may be off. A wall clock stepped by more than that since the measurement, forward or back, is
+// untrusted at once and asks for a new measurement, whatever the monotonic age says; within it,
+// the clock stays trusted. The estimate's age is the monotonic one.
+func TestCheckSeesAWallClockStep(t *testing.T) {
+	e := Estimate{Host: "h", Offset: 299 * time.Millisecond, Uncertainty: time.Millisecond, Hosts: 1, At: t0}
+	const bound, stale = 2 * time.Second, 90 * time.Second
+	for _, c := range []struct {
+		name          string
+		wall, mono    time.Duration
+		trusted, redo bool
+		reason        string
+	}{
+		{"no step", 10 * time.Second, 10 * time.Second, true, false, ""},
+		{"forward within what the bound leaves", 10*time.Second + 700*time.Millisecond, 10 * time.Second, true, false, ""},
+		{"forward past it", 10*time.Second + 701*time.Millisecond, 10 * time.Second, false, true, "stepped 701ms"},
+		{"NTP step of 30 s right after the measurement", 30 * time.Second, 0, false, true, "stepped 30s"},
+		{"back past it", 10*time.Second - 701*time.Millisecond, 10 * time.Second, false, true, "stepped -701ms"},
+		{"back before the measurement", -5 * time.Second, 10 * time.Second, false, true, "went back 5s"},
+		{"stale by the monotonic clock, whatever the wall says", 10 * time.Second, stale + time.Millisecond, false, false, "1m30s"},
+	} {
+		s := judgeElapsed(e, true, c.wall, c.mono, bound, stale)
+		if s.Trusted != c.trusted || s.Stepped != c.redo || !strings.Contains(s.Reason, c.reason) {
+			t.Errorf("%s: trusted %v, stepped %v, reason %q; want %v, %v and a reason with %q", c.name, s.Trusted, s.Stepped, s.Reason, c.trusted, c.redo, c.reason)
+		}
+		if s.Age != c.mono || s.Step != c.wall-c.mono {
+			t.Errorf("%s: age %v step %v, want the monotonic age and wall − monotonic", c.name, s.Age, s.Step)
+		}
+	}
+	// Check splits real readings: ones that carry the monotonic clock (time.Now's) and were not
+	// stepped agree, and the age is the time between them.
+	at := time.Now()
+	e.At = at
+	if s := Check(e, true, at.Add(10*time.Second), bound, stale); !s.Trusted || s.Step != 0 || s.Age != 10*time.Second {
+		t.Fatalf("unstepped real readings: %+v", s)
+	}
+}

@@ -95,10 +95,16 @@ type Monitor struct {
 	notifyMu sync.Mutex // orders OnChange calls and the verdict they report
 	reported *bool      // the last verdict given to OnChange; nil before the first
 
+	// remeasure wakes Run for a measurement now: Status saw the wall clock stepped.
+	remeasure chan struct{}
+
 	mu       sync.Mutex
 	est      Estimate
 	measured bool
 	failures uint64
+	// askedFor is the At of the estimate a step was last seen on: Status asks Run once per
+	// estimate, so a measurement that fails is not retried back to back.
+	askedFor time.Time
 }
 
 // NewMonitor checks cfg and returns a Monitor with no estimate yet (untrusted).
@@ -107,18 +113,33 @@ func NewMonitor(cfg Config) (*Monitor, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Monitor{cfg: cfg, log: cfg.Logger.With().Str("component", "clockcheck").Logger()}, nil
+	return &Monitor{cfg: cfg, log: cfg.Logger.With().Str("component", "clockcheck").Logger(),
+		remeasure: make(chan struct{}, 1)}, nil
 }
 
 // MaxClockOffset is the bound the monitor checks against (each process gets half of it).
 func (m *Monitor) MaxClockOffset() time.Duration { return m.cfg.MaxClockOffset }
 
-// Status is the verdict now, by the process's clock.
+// Status is the verdict now, by the process's clock. When it finds the wall clock stepped since
+// the last measurement, it asks Run to measure again at once (once per estimate).
 func (m *Monitor) Status() Status {
 	m.mu.Lock()
 	e, ok := m.est, m.measured
 	m.mu.Unlock()
-	return Check(e, ok, m.cfg.Clock.Now(), m.cfg.MaxClockOffset, m.cfg.StaleAfter)
+	s := Check(e, ok, m.cfg.Clock.Now(), m.cfg.MaxClockOffset, m.cfg.StaleAfter)
+	if s.Stepped {
+		m.mu.Lock()
+		ask := !m.askedFor.Equal(e.At)
+		m.askedFor = e.At
+		m.mu.Unlock()
+		if ask {
+			select {
+			case m.remeasure <- struct{}{}:
+			default: // already asked
+			}
+		}
+	}
+	return s
 }
 
 // Failures counts measurements that produced no estimate.
@@ -131,12 +152,14 @@ func (m *Monitor) Failures() uint64 {
 // Measure takes one measurement now and keeps it; a failed one keeps the previous estimate, which
 // turns stale in time. Either way the verdict is re-judged, and OnChange told if it changed.
 func (m *Monitor) Measure(ctx context.Context) error {
+	// Read before the first query: a step during the measurement then shows in Check.
+	at := m.cfg.Clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.ProbeTimeout)
 	samples, err := m.cfg.Prober.Probe(ctx)
 	cancel()
 	var e Estimate
 	if err == nil {
-		e, err = EstimateFrom(samples, m.cfg.Clock.Now())
+		e, err = EstimateFrom(samples, at)
 	}
 	m.mu.Lock()
 	if err == nil {
@@ -178,8 +201,9 @@ func (m *Monitor) judge() {
 	}
 }
 
-// Run measures every Config.Every until ctx ends; it returns ctx's error. Call Measure first when
-// the process must not work before its clock is judged.
+// Run measures every Config.Every, and at once when Status saw the wall clock stepped, until ctx
+// ends; it returns ctx's error. Call Measure first when the process must not work before its
+// clock is judged.
 func (m *Monitor) Run(ctx context.Context) error {
 	t := time.NewTimer(m.cfg.Every)
 	defer t.Stop()
@@ -188,6 +212,8 @@ func (m *Monitor) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case <-m.remeasure:
+			t.Stop()
 		}
 		_ = m.Measure(ctx) // a failure is logged; the estimate ages
 		t.Reset(m.cfg.Every)

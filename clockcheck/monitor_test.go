@@ -15,9 +15,14 @@ type fakeProber struct {
 	clock  *clocktest.Manual
 	offset time.Duration
 	err    error
+	// during, when set, runs at the start of each probe (a test steps the clock there).
+	during func()
 }
 
 func (p *fakeProber) Probe(context.Context) ([]Sample, error) {
+	if p.during != nil {
+		p.during()
+	}
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -88,5 +93,62 @@ func TestMonitorConfig(t *testing.T) {
 	}
 	if _, err := NewMonitor(Config{Prober: &fakeProber{}, Every: time.Minute, StaleAfter: time.Second}); !errors.Is(err, ErrConfig) {
 		t.Errorf("staleness limit shorter than the period: %v", err)
+	}
+}
+
+// TestMonitorMeasuresAgainOnAStep: a wall clock stepped back after a trusted measurement makes the
+// next Status untrusted and has Run measure again at once, not a period later; the new
+// measurement is trusted.
+func TestMonitorMeasuresAgainOnAStep(t *testing.T) {
+	clock := clocktest.New(t0)
+	probed := make(chan struct{}, 1)
+	p := &fakeProber{clock: clock}
+	m, err := NewMonitor(Config{Prober: p, Clock: clock, Every: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := m.Measure(ctx); err != nil || !m.Status().Trusted {
+		t.Fatalf("first measurement: %v, %+v", err, m.Status())
+	}
+	p.during = func() {
+		select {
+		case probed <- struct{}{}:
+		default:
+		}
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	clock.Set(t0.Add(-time.Second))
+	if s := m.Status(); s.Trusted || !s.Stepped {
+		t.Fatalf("after the step: %+v", s)
+	}
+	select {
+	case <-probed:
+	case <-time.After(10 * time.Second): // a guard against a hang; Every is an hour
+		t.Fatal("no measurement after the wall clock stepped")
+	}
+	cancel()
+	<-ran
+	if s := m.Status(); !s.Trusted {
+		t.Fatalf("after the new measurement: %+v", s)
+	}
+}
+
+// TestMonitorSeesAStepDuringAMeasurement: a wall clock stepped back while the queries are out
+// leaves an estimate that does not describe the clock: untrusted.
+func TestMonitorSeesAStepDuringAMeasurement(t *testing.T) {
+	clock := clocktest.New(t0)
+	p := &fakeProber{clock: clock, during: func() { clock.Set(t0.Add(-time.Second)) }}
+	m, err := NewMonitor(Config{Prober: p, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Measure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Status(); s.Trusted || !s.Stepped {
+		t.Fatalf("a step during the measurement: %+v", s)
 	}
 }
