@@ -1,7 +1,9 @@
 package clockcheck
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -20,7 +22,7 @@ type Sample struct {
 // rtt is the round trip the local clock saw; negative when the clock was stepped back meanwhile.
 func (s Sample) rtt() time.Duration { return s.Received.Sub(s.Sent) }
 
-// Estimate is a process's clock offset from one server: Offset is server − local (positive when the
+// Estimate is a process's clock offset from one server (the median of those measured): Offset is server − local (positive when the
 // local clock is behind), and the true offset lies within Offset ± Uncertainty. At is the local
 // reading, with its monotonic part, taken before the measurement's first query: a wall-clock step
 // after it (during the measurement or since) shows between At and a later reading (Check).
@@ -31,6 +33,9 @@ type Estimate struct {
 	Uncertainty time.Duration
 	Hosts       int
 	At          time.Time
+	// Spread is how far apart two of the hosts' clocks may be (the widest difference of their
+	// offsets plus both uncertainties); zero with one host.
+	Spread time.Duration
 }
 
 // Worst is how far the local clock may be from the server's: |Offset| + Uncertainty.
@@ -52,11 +57,13 @@ func (e Estimate) String() string {
 	return fmt.Sprintf("%s%v ± %v from Cassandra host %s", sign, e.Offset.Round(time.Microsecond), e.Uncertainty.Round(time.Microsecond), e.Host)
 }
 
-// EstimateFrom turns samples into an estimate, at the local reading at taken before the first. Per host it keeps the
-// sample with the least round trip (the query's time on the wire is unknown, so the server's
-// reading is taken to be the round trip's midpoint, off by at most half of it); of the hosts, it
-// returns the one with the widest bound. A sample whose local clock went backwards is dropped.
-// ErrNoSample when none is left.
+// EstimateFrom turns samples into an estimate, at the local reading at taken before the first.
+// Per host it keeps the sample with the least round trip (the query's time on the wire is
+// unknown, so the server's reading is taken to be the round trip's midpoint, off by at most half
+// of it); of the hosts, it returns the median by offset (of two middle ones, the wider bound), so
+// that one host with a bad clock neither untrusts every process nor decides alone, and Spread
+// says how far apart the hosts' clocks may be. A sample whose local clock went backwards is
+// dropped. ErrNoSample when none is left.
 func EstimateFrom(samples []Sample, at time.Time) (Estimate, error) {
 	best := map[string]Sample{}
 	for _, s := range samples {
@@ -70,22 +77,31 @@ func EstimateFrom(samples []Sample, at time.Time) (Estimate, error) {
 	if len(best) == 0 {
 		return Estimate{}, fmt.Errorf("%w: %d samples, none with a forward local clock", ErrNoSample, len(samples))
 	}
-	var worst Estimate
-	first := true
+	hosts := make([]Estimate, 0, len(best))
 	for host, s := range best {
 		mid := s.Sent.Add(s.rtt() / 2)
-		e := Estimate{
+		hosts = append(hosts, Estimate{
 			Host:        host,
 			Offset:      s.Server.Add(s.Resolution / 2).Sub(mid),
 			Uncertainty: s.rtt()/2 + s.Resolution/2,
-		}
-		if first || e.Worst() > worst.Worst() || (e.Worst() == worst.Worst() && host < worst.Host) {
-			worst, first = e, false
+		})
+	}
+	slices.SortFunc(hosts, func(a, b Estimate) int {
+		return cmp.Or(cmp.Compare(a.Offset, b.Offset), cmp.Compare(a.Host, b.Host))
+	})
+	median := hosts[len(hosts)/2]
+	if lower := hosts[(len(hosts)-1)/2]; lower.Worst() > median.Worst() {
+		median = lower
+	}
+	for i, a := range hosts {
+		for _, b := range hosts[i+1:] {
+			// b.Offset ≥ a.Offset: b's clock is that much ahead of a's, each within its uncertainty.
+			median.Spread = max(median.Spread, b.Offset-a.Offset+a.Uncertainty+b.Uncertainty)
 		}
 	}
-	worst.Hosts = len(best)
-	worst.At = at
-	return worst, nil
+	median.Hosts = len(hosts)
+	median.At = at
+	return median, nil
 }
 
 // Status is the verdict on a process's clock at one instant.

@@ -2,6 +2,7 @@ package clockcheck
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -59,21 +60,53 @@ func abs(d time.Duration) time.Duration {
 	return d
 }
 
-// TestEstimateTakesTheWidestHost: of several hosts the estimate is the one farthest from the local
-// clock (offset and uncertainty together), and it counts the hosts that answered.
-func TestEstimateTakesTheWidestHost(t *testing.T) {
-	samples := []Sample{
-		probe("a", t0, 100*time.Millisecond, time.Millisecond, time.Millisecond),
-		probe("b", t0, -900*time.Millisecond, time.Millisecond, time.Millisecond),
-		probe("b", t0.Add(time.Second), -900*time.Millisecond, 40*time.Millisecond, time.Millisecond),
-		probe("c", t0, 300*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond),
+// TestEstimateTakesTheMedianHost: for generated clusters (3 to 9 hosts within 100 ms of each
+// other, each answering a few times over asymmetric round trips) plus one host whose clock is
+// seconds off, the estimate is a host of the cluster, not the outlier: the median by offset. Its
+// Spread bounds how far apart the hosts truly are, so it exceeds the limit the outlier breaks; it
+// counts the hosts that answered.
+func TestEstimateTakesTheMedianHost(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		base := time.Duration(r.Int64N(int64(time.Second))) - 500*time.Millisecond
+		n := 3 + r.IntN(7)
+		truth := map[string]time.Duration{}
+		for h := range n {
+			truth[fmt.Sprintf("h%d", h)] = base + time.Duration(r.Int64N(int64(100*time.Millisecond)))
+		}
+		outlier := 3*time.Second + time.Duration(r.Int64N(int64(10*time.Second)))
+		if r.IntN(2) == 0 {
+			outlier = -outlier
+		}
+		truth["bad"] = base + outlier
+		var samples []Sample
+		for host, off := range truth {
+			for k := range 1 + r.IntN(3) {
+				out := time.Duration(r.Int64N(int64(20 * time.Millisecond)))
+				samples = append(samples, probe(host, t0.Add(time.Duration(k)*time.Second), off, out, time.Millisecond))
+			}
+		}
+		e, err := EstimateFrom(samples, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Host == "bad" || e.Hosts != n+1 {
+			t.Fatalf("case %d: estimate %+v of %d hosts, want a host of the cluster of %d", i, e, e.Hosts, n+1)
+		}
+		if d := e.Offset - truth[e.Host]; d > e.Uncertainty || -d > e.Uncertainty {
+			t.Fatalf("case %d: host %s's true offset %v outside %v", i, e.Host, truth[e.Host], e)
+		}
+		lo, hi := truth["bad"], truth["bad"]
+		for _, off := range truth {
+			lo, hi = min(lo, off), max(hi, off)
+		}
+		if e.Spread < hi-lo || e.Spread <= time.Second {
+			t.Fatalf("case %d: spread %v, the hosts are %v apart", i, e.Spread, hi-lo)
+		}
 	}
-	e, err := EstimateFrom(samples, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.Host != "b" || e.Hosts != 3 || e.Uncertainty > 2*time.Millisecond {
-		t.Fatalf("estimate %+v, want host b's least-rtt sample of 3 hosts", e)
+	one, err := EstimateFrom([]Sample{probe("a", t0, time.Second, time.Millisecond, time.Millisecond)}, t0)
+	if err != nil || one.Spread != 0 || one.Host != "a" {
+		t.Fatalf("one host: %+v (%v), want its estimate and no spread", one, err)
 	}
 }
 

@@ -102,6 +102,8 @@ type Monitor struct {
 	est      Estimate
 	measured bool
 	failures uint64
+	// hostsApart: the last estimate's hosts were further apart than the limit (logged on change).
+	hostsApart bool
 	// askedFor is the At of the estimate a step was last seen on: Status asks Run once per
 	// estimate, so a measurement that fails is not retried back to back.
 	askedFor time.Time
@@ -161,15 +163,24 @@ func (m *Monitor) Measure(ctx context.Context) error {
 	if err == nil {
 		e, err = EstimateFrom(samples, at)
 	}
+	limit := m.cfg.MaxClockOffset / 2
+	apart := err == nil && e.Spread > limit
 	m.mu.Lock()
+	wasApart := m.hostsApart
 	if err == nil {
-		m.est, m.measured = e, true
+		m.est, m.measured, m.hostsApart = e, true, apart
 	} else {
 		m.failures++
 	}
 	m.mu.Unlock()
-	if err != nil {
+	switch {
+	case err != nil:
 		m.log.Warn().Err(err).Msg("clock offset measurement failed; the last estimate is kept until it is stale")
+	case apart && !wasApart:
+		m.log.Warn().Dur("spread", e.Spread).Dur("limit", limit).Int("hosts", e.Hosts).Msg(
+			"Cassandra's hosts disagree on the time by more than max_clock_offset / 2: processes judged against different hosts may be further apart than max_clock_offset; fix the hosts' time sync")
+	case !apart && wasApart:
+		m.log.Info().Dur("spread", e.Spread).Dur("limit", limit).Int("hosts", e.Hosts).Msg("Cassandra's hosts agree on the time again")
 	}
 	m.judge()
 	return err

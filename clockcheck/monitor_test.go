@@ -1,10 +1,14 @@
 package clockcheck
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/internal/clocktest"
 )
@@ -17,6 +21,8 @@ type fakeProber struct {
 	err    error
 	// during, when set, runs at the start of each probe (a test steps the clock there).
 	during func()
+	// others are further hosts answering, by their offset from clock.
+	others map[string]time.Duration
 }
 
 func (p *fakeProber) Probe(context.Context) ([]Sample, error) {
@@ -27,7 +33,11 @@ func (p *fakeProber) Probe(context.Context) ([]Sample, error) {
 		return nil, p.err
 	}
 	now := p.clock.Now()
-	return []Sample{probe("h", now.Add(-2*time.Millisecond), p.offset, time.Millisecond, time.Millisecond)}, nil
+	samples := []Sample{probe("h", now.Add(-2*time.Millisecond), p.offset, time.Millisecond, time.Millisecond)}
+	for host, off := range p.others {
+		samples = append(samples, probe(host, now.Add(-2*time.Millisecond), off, time.Millisecond, time.Millisecond))
+	}
+	return samples, nil
 }
 
 // TestMonitorVerdicts: untrusted before the first measurement; trusted after one within the bound;
@@ -150,5 +160,36 @@ func TestMonitorSeesAStepDuringAMeasurement(t *testing.T) {
 	}
 	if s := m.Status(); s.Trusted || !s.Stepped {
 		t.Fatalf("a step during the measurement: %+v", s)
+	}
+}
+
+// TestMonitorSaysWhenHostsDisagree: of three Cassandra hosts one runs 5 s ahead: the clock is
+// judged by the median host (trusted), and one log line says the hosts disagree, however many
+// measurements see it; one more says when they agree again.
+func TestMonitorSaysWhenHostsDisagree(t *testing.T) {
+	clock := clocktest.New(t0)
+	p := &fakeProber{clock: clock, others: map[string]time.Duration{"near": 50 * time.Millisecond, "ahead": 5 * time.Second}}
+	var logs bytes.Buffer
+	m, err := NewMonitor(Config{Prober: p, Clock: clock, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := m.Measure(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if s := m.Status(); !s.Trusted || s.Estimate.Spread < 5*time.Second {
+			t.Fatalf("one host 5 s ahead: %+v, want trusted by the median host, the spread said", s)
+		}
+	}
+	delete(p.others, "ahead")
+	if err := m.Measure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "hosts disagree on the time"); n != 1 {
+		t.Errorf("%d lines on the disagreement, want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "agree on the time again"); n != 1 {
+		t.Errorf("%d lines on the agreement, want 1:\n%s", n, logs.String())
 	}
 }
