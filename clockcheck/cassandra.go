@@ -69,9 +69,12 @@ func (p *CassandraProber) Probe(ctx context.Context) ([]Sample, error) {
 		var ms int64
 		q := p.session.Query("SELECT toUnixTimestamp(now()) FROM system.local").WithContext(ctx).
 			Consistency(gocql.One).Observer(obs).Idempotent(false)
-		sent := p.clock.Now()
+		// Wall readings only: a step of the wall clock during the query shows in the round trip
+		// (and widens the uncertainty, or drops the sample) instead of being hidden by the
+		// monotonic reading that Sub would use.
+		sent := p.clock.Now().Round(0)
 		err := q.Scan(&ms)
-		received := p.clock.Now()
+		received := p.clock.Now().Round(0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("%w: %w", ErrNoSample, ctx.Err())

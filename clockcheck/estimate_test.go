@@ -2,6 +2,7 @@ package clockcheck
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -59,21 +60,53 @@ func abs(d time.Duration) time.Duration {
 	return d
 }
 
-// TestEstimateTakesTheWidestHost: of several hosts the estimate is the one farthest from the local
-// clock (offset and uncertainty together), and it counts the hosts that answered.
-func TestEstimateTakesTheWidestHost(t *testing.T) {
-	samples := []Sample{
-		probe("a", t0, 100*time.Millisecond, time.Millisecond, time.Millisecond),
-		probe("b", t0, -900*time.Millisecond, time.Millisecond, time.Millisecond),
-		probe("b", t0.Add(time.Second), -900*time.Millisecond, 40*time.Millisecond, time.Millisecond),
-		probe("c", t0, 300*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond),
+// TestEstimateTakesTheMedianHost: for generated clusters (3 to 9 hosts within 100 ms of each
+// other, each answering a few times over asymmetric round trips) plus one host whose clock is
+// seconds off, the estimate is a host of the cluster, not the outlier: the median by offset. Its
+// Spread bounds how far apart the hosts truly are, so it exceeds the limit the outlier breaks; it
+// counts the hosts that answered.
+func TestEstimateTakesTheMedianHost(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		base := time.Duration(r.Int64N(int64(time.Second))) - 500*time.Millisecond
+		n := 3 + r.IntN(7)
+		truth := map[string]time.Duration{}
+		for h := range n {
+			truth[fmt.Sprintf("h%d", h)] = base + time.Duration(r.Int64N(int64(100*time.Millisecond)))
+		}
+		outlier := 3*time.Second + time.Duration(r.Int64N(int64(10*time.Second)))
+		if r.IntN(2) == 0 {
+			outlier = -outlier
+		}
+		truth["bad"] = base + outlier
+		var samples []Sample
+		for host, off := range truth {
+			for k := range 1 + r.IntN(3) {
+				out := time.Duration(r.Int64N(int64(20 * time.Millisecond)))
+				samples = append(samples, probe(host, t0.Add(time.Duration(k)*time.Second), off, out, time.Millisecond))
+			}
+		}
+		e, err := EstimateFrom(samples, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Host == "bad" || e.Hosts != n+1 {
+			t.Fatalf("case %d: estimate %+v of %d hosts, want a host of the cluster of %d", i, e, e.Hosts, n+1)
+		}
+		if d := e.Offset - truth[e.Host]; d > e.Uncertainty || -d > e.Uncertainty {
+			t.Fatalf("case %d: host %s's true offset %v outside %v", i, e.Host, truth[e.Host], e)
+		}
+		lo, hi := truth["bad"], truth["bad"]
+		for _, off := range truth {
+			lo, hi = min(lo, off), max(hi, off)
+		}
+		if e.Spread < hi-lo || e.Spread <= time.Second {
+			t.Fatalf("case %d: spread %v, the hosts are %v apart", i, e.Spread, hi-lo)
+		}
 	}
-	e, err := EstimateFrom(samples, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.Host != "b" || e.Hosts != 3 || e.Uncertainty > 2*time.Millisecond {
-		t.Fatalf("estimate %+v, want host b's least-rtt sample of 3 hosts", e)
+	one, err := EstimateFrom([]Sample{probe("a", t0, time.Second, time.Millisecond, time.Millisecond)}, t0)
+	if err != nil || one.Spread != 0 || one.Host != "a" {
+		t.Fatalf("one host: %+v (%v), want its estimate and no spread", one, err)
 	}
 }
 
@@ -125,5 +158,43 @@ func TestCheck(t *testing.T) {
 		if err := s.Err(); c.trusted != (err == nil) || (err != nil && !errors.Is(err, ErrClockUntrusted)) {
 			t.Errorf("%s: Err() = %v", c.name, err)
 		}
+	}
+}
+
+// TestCheckSeesAWallClockStep: an estimate 300 ms from Cassandra leaves 700 ms of the 1 s a process
+// may be off. A wall clock stepped by more than that since the measurement, forward or back, is
+// untrusted at once and asks for a new measurement, whatever the monotonic age says; within it,
+// the clock stays trusted. The estimate's age is the monotonic one.
+func TestCheckSeesAWallClockStep(t *testing.T) {
+	e := Estimate{Host: "h", Offset: 299 * time.Millisecond, Uncertainty: time.Millisecond, Hosts: 1, At: t0}
+	const bound, stale = 2 * time.Second, 90 * time.Second
+	for _, c := range []struct {
+		name          string
+		wall, mono    time.Duration
+		trusted, redo bool
+		reason        string
+	}{
+		{"no step", 10 * time.Second, 10 * time.Second, true, false, ""},
+		{"forward within what the bound leaves", 10*time.Second + 700*time.Millisecond, 10 * time.Second, true, false, ""},
+		{"forward past it", 10*time.Second + 701*time.Millisecond, 10 * time.Second, false, true, "stepped 701ms"},
+		{"NTP step of 30 s right after the measurement", 30 * time.Second, 0, false, true, "stepped 30s"},
+		{"back past it", 10*time.Second - 701*time.Millisecond, 10 * time.Second, false, true, "stepped -701ms"},
+		{"back before the measurement", -5 * time.Second, 10 * time.Second, false, true, "went back 5s"},
+		{"stale by the monotonic clock, whatever the wall says", 10 * time.Second, stale + time.Millisecond, false, false, "1m30s"},
+	} {
+		s := judgeElapsed(e, true, c.wall, c.mono, bound, stale)
+		if s.Trusted != c.trusted || s.Stepped != c.redo || !strings.Contains(s.Reason, c.reason) {
+			t.Errorf("%s: trusted %v, stepped %v, reason %q; want %v, %v and a reason with %q", c.name, s.Trusted, s.Stepped, s.Reason, c.trusted, c.redo, c.reason)
+		}
+		if s.Age != c.mono || s.Step != c.wall-c.mono {
+			t.Errorf("%s: age %v step %v, want the monotonic age and wall − monotonic", c.name, s.Age, s.Step)
+		}
+	}
+	// Check splits real readings: ones that carry the monotonic clock (time.Now's) and were not
+	// stepped agree, and the age is the time between them.
+	at := time.Now()
+	e.At = at
+	if s := Check(e, true, at.Add(10*time.Second), bound, stale); !s.Trusted || s.Step != 0 || s.Age != 10*time.Second {
+		t.Fatalf("unstepped real readings: %+v", s)
 	}
 }

@@ -95,10 +95,18 @@ type Monitor struct {
 	notifyMu sync.Mutex // orders OnChange calls and the verdict they report
 	reported *bool      // the last verdict given to OnChange; nil before the first
 
+	// remeasure wakes Run for a measurement now: Status saw the wall clock stepped.
+	remeasure chan struct{}
+
 	mu       sync.Mutex
 	est      Estimate
 	measured bool
 	failures uint64
+	// hostsApart: the last estimate's hosts were further apart than the limit (logged on change).
+	hostsApart bool
+	// askedFor is the At of the estimate a step was last seen on: Status asks Run once per
+	// estimate, so a measurement that fails is not retried back to back.
+	askedFor time.Time
 }
 
 // NewMonitor checks cfg and returns a Monitor with no estimate yet (untrusted).
@@ -107,18 +115,33 @@ func NewMonitor(cfg Config) (*Monitor, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Monitor{cfg: cfg, log: cfg.Logger.With().Str("component", "clockcheck").Logger()}, nil
+	return &Monitor{cfg: cfg, log: cfg.Logger.With().Str("component", "clockcheck").Logger(),
+		remeasure: make(chan struct{}, 1)}, nil
 }
 
 // MaxClockOffset is the bound the monitor checks against (each process gets half of it).
 func (m *Monitor) MaxClockOffset() time.Duration { return m.cfg.MaxClockOffset }
 
-// Status is the verdict now, by the process's clock.
+// Status is the verdict now, by the process's clock. When it finds the wall clock stepped since
+// the last measurement, it asks Run to measure again at once (once per estimate).
 func (m *Monitor) Status() Status {
 	m.mu.Lock()
 	e, ok := m.est, m.measured
 	m.mu.Unlock()
-	return Check(e, ok, m.cfg.Clock.Now(), m.cfg.MaxClockOffset, m.cfg.StaleAfter)
+	s := Check(e, ok, m.cfg.Clock.Now(), m.cfg.MaxClockOffset, m.cfg.StaleAfter)
+	if s.Stepped {
+		m.mu.Lock()
+		ask := !m.askedFor.Equal(e.At)
+		m.askedFor = e.At
+		m.mu.Unlock()
+		if ask {
+			select {
+			case m.remeasure <- struct{}{}:
+			default: // already asked
+			}
+		}
+	}
+	return s
 }
 
 // Failures counts measurements that produced no estimate.
@@ -131,22 +154,33 @@ func (m *Monitor) Failures() uint64 {
 // Measure takes one measurement now and keeps it; a failed one keeps the previous estimate, which
 // turns stale in time. Either way the verdict is re-judged, and OnChange told if it changed.
 func (m *Monitor) Measure(ctx context.Context) error {
+	// Read before the first query: a step during the measurement then shows in Check.
+	at := m.cfg.Clock.Now()
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.ProbeTimeout)
 	samples, err := m.cfg.Prober.Probe(ctx)
 	cancel()
 	var e Estimate
 	if err == nil {
-		e, err = EstimateFrom(samples, m.cfg.Clock.Now())
+		e, err = EstimateFrom(samples, at)
 	}
+	limit := m.cfg.MaxClockOffset / 2
+	apart := err == nil && e.Spread > limit
 	m.mu.Lock()
+	wasApart := m.hostsApart
 	if err == nil {
-		m.est, m.measured = e, true
+		m.est, m.measured, m.hostsApart = e, true, apart
 	} else {
 		m.failures++
 	}
 	m.mu.Unlock()
-	if err != nil {
+	switch {
+	case err != nil:
 		m.log.Warn().Err(err).Msg("clock offset measurement failed; the last estimate is kept until it is stale")
+	case apart && !wasApart:
+		m.log.Warn().Dur("spread", e.Spread).Dur("limit", limit).Int("hosts", e.Hosts).Msg(
+			"Cassandra's hosts disagree on the time by more than max_clock_offset / 2: processes judged against different hosts may be further apart than max_clock_offset; fix the hosts' time sync")
+	case !apart && wasApart:
+		m.log.Info().Dur("spread", e.Spread).Dur("limit", limit).Int("hosts", e.Hosts).Msg("Cassandra's hosts agree on the time again")
 	}
 	m.judge()
 	return err
@@ -178,8 +212,9 @@ func (m *Monitor) judge() {
 	}
 }
 
-// Run measures every Config.Every until ctx ends; it returns ctx's error. Call Measure first when
-// the process must not work before its clock is judged.
+// Run measures every Config.Every, and at once when Status saw the wall clock stepped, until ctx
+// ends; it returns ctx's error. Call Measure first when the process must not work before its
+// clock is judged.
 func (m *Monitor) Run(ctx context.Context) error {
 	t := time.NewTimer(m.cfg.Every)
 	defer t.Stop()
@@ -188,6 +223,8 @@ func (m *Monitor) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case <-m.remeasure:
+			t.Stop()
 		}
 		_ = m.Measure(ctx) // a failure is logged; the estimate ages
 		t.Reset(m.cfg.Every)

@@ -1,10 +1,14 @@
 package clockcheck
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/internal/clocktest"
 )
@@ -15,14 +19,25 @@ type fakeProber struct {
 	clock  *clocktest.Manual
 	offset time.Duration
 	err    error
+	// during, when set, runs at the start of each probe (a test steps the clock there).
+	during func()
+	// others are further hosts answering, by their offset from clock.
+	others map[string]time.Duration
 }
 
 func (p *fakeProber) Probe(context.Context) ([]Sample, error) {
+	if p.during != nil {
+		p.during()
+	}
 	if p.err != nil {
 		return nil, p.err
 	}
 	now := p.clock.Now()
-	return []Sample{probe("h", now.Add(-2*time.Millisecond), p.offset, time.Millisecond, time.Millisecond)}, nil
+	samples := []Sample{probe("h", now.Add(-2*time.Millisecond), p.offset, time.Millisecond, time.Millisecond)}
+	for host, off := range p.others {
+		samples = append(samples, probe(host, now.Add(-2*time.Millisecond), off, time.Millisecond, time.Millisecond))
+	}
+	return samples, nil
 }
 
 // TestMonitorVerdicts: untrusted before the first measurement; trusted after one within the bound;
@@ -88,5 +103,93 @@ func TestMonitorConfig(t *testing.T) {
 	}
 	if _, err := NewMonitor(Config{Prober: &fakeProber{}, Every: time.Minute, StaleAfter: time.Second}); !errors.Is(err, ErrConfig) {
 		t.Errorf("staleness limit shorter than the period: %v", err)
+	}
+}
+
+// TestMonitorMeasuresAgainOnAStep: a wall clock stepped back after a trusted measurement makes the
+// next Status untrusted and has Run measure again at once, not a period later; the new
+// measurement is trusted.
+func TestMonitorMeasuresAgainOnAStep(t *testing.T) {
+	clock := clocktest.New(t0)
+	probed := make(chan struct{}, 1)
+	p := &fakeProber{clock: clock}
+	m, err := NewMonitor(Config{Prober: p, Clock: clock, Every: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := m.Measure(ctx); err != nil || !m.Status().Trusted {
+		t.Fatalf("first measurement: %v, %+v", err, m.Status())
+	}
+	p.during = func() {
+		select {
+		case probed <- struct{}{}:
+		default:
+		}
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	clock.Set(t0.Add(-time.Second))
+	if s := m.Status(); s.Trusted || !s.Stepped {
+		t.Fatalf("after the step: %+v", s)
+	}
+	select {
+	case <-probed:
+	case <-time.After(10 * time.Second): // a guard against a hang; Every is an hour
+		t.Fatal("no measurement after the wall clock stepped")
+	}
+	cancel()
+	<-ran
+	if s := m.Status(); !s.Trusted {
+		t.Fatalf("after the new measurement: %+v", s)
+	}
+}
+
+// TestMonitorSeesAStepDuringAMeasurement: a wall clock stepped back while the queries are out
+// leaves an estimate that does not describe the clock: untrusted.
+func TestMonitorSeesAStepDuringAMeasurement(t *testing.T) {
+	clock := clocktest.New(t0)
+	p := &fakeProber{clock: clock, during: func() { clock.Set(t0.Add(-time.Second)) }}
+	m, err := NewMonitor(Config{Prober: p, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Measure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Status(); s.Trusted || !s.Stepped {
+		t.Fatalf("a step during the measurement: %+v", s)
+	}
+}
+
+// TestMonitorSaysWhenHostsDisagree: of three Cassandra hosts one runs 5 s ahead: the clock is
+// judged by the median host (trusted), and one log line says the hosts disagree, however many
+// measurements see it; one more says when they agree again.
+func TestMonitorSaysWhenHostsDisagree(t *testing.T) {
+	clock := clocktest.New(t0)
+	p := &fakeProber{clock: clock, others: map[string]time.Duration{"near": 50 * time.Millisecond, "ahead": 5 * time.Second}}
+	var logs bytes.Buffer
+	m, err := NewMonitor(Config{Prober: p, Clock: clock, Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := m.Measure(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if s := m.Status(); !s.Trusted || s.Estimate.Spread < 5*time.Second {
+			t.Fatalf("one host 5 s ahead: %+v, want trusted by the median host, the spread said", s)
+		}
+	}
+	delete(p.others, "ahead")
+	if err := m.Measure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "hosts disagree on the time"); n != 1 {
+		t.Errorf("%d lines on the disagreement, want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "agree on the time again"); n != 1 {
+		t.Errorf("%d lines on the agreement, want 1:\n%s", n, logs.String())
 	}
 }

@@ -138,7 +138,15 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err := cassandra.CheckSchema(ctx, session, o.cf.keyspace); err != nil {
 		return err
 	}
-	store, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: o.cf.keyspace, Ring: ring, WindowMinutes: o.ring.windowMinutes})
+	// One clock for everything the worker times and stamps: windows, the guard, the clock check,
+	// write stamps and a checked delete's tombstone. A test's skewed clock skews them all, as a
+	// host's skewed clock would.
+	clock := o.clock
+	if clock == nil {
+		clock = lease.SystemClock{}
+	}
+	cfg.Clock, cfg.WriteClock = clock, clock
+	store, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: o.cf.keyspace, Ring: ring, WindowMinutes: o.ring.windowMinutes, Clock: clock})
 	if err != nil {
 		return err
 	}
@@ -147,11 +155,6 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		return err
 	}
 
-	clock := o.clock
-	if clock == nil {
-		clock = lease.SystemClock{}
-	}
-	cfg.Clock = clock
 	guard := lease.NewGuard(clock, leaseclient.DefaultGuardMargin)
 
 	var scanner *worker.Scanner // built after the client config, whose hooks call it
