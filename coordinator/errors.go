@@ -41,6 +41,10 @@ func commitErr(err error) error {
 		// The command may or may not have committed: the commands are idempotent, so the worker
 		// simply retries with the leader.
 		return fmt.Errorf("%w: %w", lease.ErrNotLeader, err)
+	case errors.Is(err, fsm.ErrStaleTerm):
+		// Proposed by a stretch of leadership that had ended: nothing was changed; the worker
+		// retries with the leader, which decides again in its own term.
+		return fmt.Errorf("%w: %w", lease.ErrNotLeader, err)
 	case errors.Is(err, fsm.ErrUnknownMember):
 		return fmt.Errorf("%w: %w", lease.ErrUnknownWorker, err)
 	case errors.Is(err, fsm.ErrBadEpoch), errors.Is(err, fsm.ErrMalformed):

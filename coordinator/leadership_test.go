@@ -1,54 +1,169 @@
 package coordinator
 
 import (
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
 )
 
-// shiftedTerm reports Raft's state as it is and its term shifted by what the test adds: a
-// step-down and a re-election that both happened between two polls of syncLeadership, with no
-// observation in between (the observer channel drops them when full).
-type shiftedTerm struct {
+// frozenLeadership reports Raft's state and term as they were when the test froze it, until it
+// thaws: syncLeadership misses a step-down and a re-election that both happened between two of
+// its polls, with no observation in between (the observer channel drops them when full).
+type frozenLeadership struct {
 	raftLeadership
-	shift atomic.Uint64
+
+	mu     sync.Mutex
+	frozen bool
+	state  raft.RaftState
+	term   uint64
 }
 
-func (s *shiftedTerm) CurrentTerm() uint64 { return s.raftLeadership.CurrentTerm() + s.shift.Load() }
+func (f *frozenLeadership) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen, f.state, f.term = true, f.raftLeadership.State(), f.raftLeadership.CurrentTerm()
+}
 
-// TestNewRaftTermStartsANewLeadershipStretch: a node that leads in term 5 at one poll and in term 7
-// at the next led nothing it knows of in between; another leader may have sent leases in term 6.
-// Its stretch of term 5 ends and a new one starts, with its own barrier and election time, so
-// that it waits out what the intervening leader sent before it expires a hold.
-func TestNewRaftTermStartsANewLeadershipStretch(t *testing.T) {
-	var fake *shiftedTerm
-	c := newCluster(t, 1, func(_ int, cfg *Config) {
+func (f *frozenLeadership) thaw() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen = false
+}
+
+func (f *frozenLeadership) State() raft.RaftState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.frozen {
+		return f.state
+	}
+	return f.raftLeadership.State()
+}
+
+func (f *frozenLeadership) CurrentTerm() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.frozen {
+		return f.term
+	}
+	return f.raftLeadership.CurrentTerm()
+}
+
+// reelectedUnnoticed is the story of finding 3 of the safety review of issue 16: X leads term T
+// with a ready stretch; X is deposed, Y leads T+1 (and would renew workers' leases); X is elected
+// again in T+2 before syncLeadership looks (X's view of its leadership is frozen meanwhile). It
+// returns X, X's seam (still frozen) and X's stretch of term T, still running.
+//
+// Elections happen only when the test sends a TimeoutNow (heartbeat and election timeouts of an
+// hour, as in TestLateAcknowledgementDoesNotRenewADeposedLeader), and the renewal period is
+// minutes long: the stretch proves its leadership only when the test asks.
+func reelectedUnnoticed(t *testing.T) (x *Node, seam *frozenLeadership, old *leaderTerm) {
+	t.Helper()
+	wires := make([]*raftWire, 3)
+	seams := make([]*frozenLeadership, 3)
+	c := newCluster(t, 3, func(i int, cfg *Config) {
+		cfg.Timing = lease.Timing{TTL: 10 * time.Minute, Renewal: 5 * time.Minute, Margin: 100 * time.Millisecond}
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = time.Hour, time.Hour
+		cfg.raftTransport = func(nt *raft.NetworkTransport) raft.Transport {
+			wires[i] = newRaftWire(nt)
+			return wires[i]
+		}
 		cfg.leadership = func(r raftLeadership) raftLeadership {
-			fake = &shiftedTerm{raftLeadership: r}
-			return fake
+			seams[i] = &frozenLeadership{raftLeadership: r}
+			return seams[i]
 		}
 	})
-	leader := c.leader()
-	old := leader.currentTerm()
+	x, y := c.nodes[0], c.nodes[1]
+	standForElection(t, wires[1], y, x)
+	if c.leader() != x {
+		t.Fatalf("leader is not %s", x.cfg.NodeID)
+	}
+	old = x.currentTerm()
+	eventually(t, 10*time.Second, "X's stretch ready", old.isReady)
+	seam = seams[0]
+	seam.freeze()
+
+	standForElection(t, wires[0], x, y)
+	eventually(t, 10*time.Second, "Y leading in a later term, past its barrier", func() bool {
+		yt := y.currentTerm()
+		return yt != nil && yt.raftTerm > old.raftTerm && yt.isReady() && x.raft.State() != raft.Leader
+	})
+	standForElection(t, wires[1], y, x)
+	eventually(t, 10*time.Second, "X leading again, two terms later", func() bool {
+		return x.raft.State() == raft.Leader && x.raft.CurrentTerm() >= old.raftTerm+2 && y.currentTerm() == nil
+	})
+	if x.currentTerm() != old {
+		t.Fatal("X noticed the re-election: its view of its leadership was not frozen")
+	}
+	return x, seam, old
+}
+
+// TestStaleStretchCommitsNothingInALaterTerm: X's stretch of term T, still running after X was
+// elected again in T+2, must neither commit (its decisions rest on a send log that lacks Y's
+// renewals: a move of a worker's range could commit while Y's lease of it still runs) nor count
+// a barrier committed in T+2 as a proof of its own leadership.
+func TestStaleStretchCommitsNothingInALaterTerm(t *testing.T) {
+	x, seam, old := reelectedUnnoticed(t)
+
+	err := old.apply(&fsm.Pause{Ring: testRing, Reason: "stale stretch"})
+	var paused bool
+	x.fsm.View(func(s *fsm.State, _ uint64) {
+		r := s.Ring(testRing)
+		paused = r != nil && r.Controls != nil && r.Controls.Paused
+	})
+	if err == nil || paused {
+		t.Fatalf("the stretch of term %d committed a pause in term %d (error %v, ring paused %v)",
+			old.raftTerm, x.raft.CurrentTerm(), err, paused)
+	}
+	if old.ctx.Err() == nil {
+		t.Error("the stretch of the earlier term still runs after its command was refused")
+	}
+
+	old.mu.Lock()
+	before := old.verifiedUntil
+	old.mu.Unlock()
+	seam.thaw()
+	proved := old.proveLeadership()
+	old.mu.Lock()
+	after := old.verifiedUntil
+	old.mu.Unlock()
+	if proved || !after.Equal(before) {
+		t.Fatalf("a barrier committed in term %d proved the leadership of the stretch of term %d (proved %v, may send until %s, was %s)",
+			x.raft.CurrentTerm(), old.raftTerm, proved, after.Format("15:04:05.000"), before.Format("15:04:05.000"))
+	}
+}
+
+// TestNewRaftTermStartsANewLeadershipStretch: once X sees it leads in T+2, its stretch of T ends
+// and a new one starts, with its own barrier and election time, so that it waits out what Y sent
+// before it expires a hold.
+func TestNewRaftTermStartsANewLeadershipStretch(t *testing.T) {
+	x, seam, old := reelectedUnnoticed(t)
 	old.mu.Lock()
 	oldElectedAt := old.times.electedAt
 	old.mu.Unlock()
 
-	shiftedAt := leader.clock.Now()
-	fake.shift.Store(2)
+	thawedAt := x.clock.Now()
+	seam.thaw()
 	var next *leaderTerm
-	eventually(t, 5*time.Second, "a new leadership stretch after the term changed", func() bool {
-		next = leader.currentTerm()
+	eventually(t, 10*time.Second, "a new leadership stretch after the term changed", func() bool {
+		next = x.currentTerm()
 		return next != nil && next != old && next.isReady()
 	})
 	if old.ctx.Err() == nil {
 		t.Error("the stretch of the earlier term still runs: it would go on sending under its old proof of leadership")
 	}
+	if next.raftTerm != x.raft.CurrentTerm() {
+		t.Errorf("new stretch of term %d, raft leads in %d", next.raftTerm, x.raft.CurrentTerm())
+	}
 	next.mu.Lock()
 	electedAt := next.times.electedAt
 	next.mu.Unlock()
-	if !electedAt.After(shiftedAt) || !electedAt.After(oldElectedAt) {
-		t.Errorf("new stretch elected at %v, the term changed at %v (old stretch elected at %v): it must wait out the intervening leader's leases from its own election",
-			electedAt, shiftedAt, oldElectedAt)
+	if !electedAt.After(thawedAt) || !electedAt.After(oldElectedAt) {
+		t.Errorf("new stretch elected at %v, the term change was seen at %v (old stretch elected at %v): it must wait out the intervening leader's leases from its own election",
+			electedAt, thawedAt, oldElectedAt)
 	}
 }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -117,6 +118,10 @@ func (t *leaderTerm) start() {
 func (t *leaderTerm) barrier() bool {
 	for {
 		err := t.n.awaitFuture(t.n.raft.Barrier(t.n.cfg.ApplyTimeout))
+		if err == nil && !t.stillLeads() {
+			t.endStale("barrier committed in a later raft term")
+			return false
+		}
 		if err == nil {
 			break
 		}
@@ -302,8 +307,8 @@ func (t *leaderTerm) verifyLoop() {
 	}
 }
 
-// proveLeadership commits a Raft barrier proposed after t0 and then lets the term send until
-// t0 + LeaderLeaseTimeout (canSend says why that is safe). The barrier is an entry of this term
+// proveLeadership commits a Raft barrier proposed after t0 and, if this node still leads in the
+// stretch's term, lets the term send until t0 + LeaderLeaseTimeout (canSend says why that is safe). The barrier is an entry of this term
 // that the FSM never sees; it costs one log entry and one round of replication to a quorum, with
 // its fsyncs, per proof. It reports false when the barrier did not commit: the term then sends
 // nothing more on this proof.
@@ -313,6 +318,13 @@ func (t *leaderTerm) proveLeadership() bool {
 	if err != nil {
 		t.n.metrics.proofsFailed.Add(1)
 		t.log.Debug().Err(err).Msg("proof of leadership failed: not sending on it")
+		return false
+	}
+	if !t.stillLeads() {
+		// The barrier committed in a later term, when this node was elected again: it proves
+		// nothing about this stretch (stillLeads).
+		t.n.metrics.proofsFailed.Add(1)
+		t.endStale("proof of leadership committed in a later raft term")
 		return false
 	}
 	t.n.metrics.proofSeconds.Observe(t.n.clock.Now().Sub(t0).Seconds())
@@ -367,8 +379,13 @@ func (t *leaderTerm) removeStream(s *leaseStream) {
 	t.mu.Unlock()
 }
 
-// apply commits cmd; a commit proves that a quorum stored an entry of this term proposed after
-// t0, as proveLeadership's barrier does.
+// apply commits cmd; a commit in this stretch's Raft term proves that a quorum stored an entry of
+// this term proposed after t0, as proveLeadership's barrier does. A commit in a later term (the
+// node was deposed and elected again before syncLeadership noticed) proves nothing of the kind:
+// cmd goes in an fsm.InTerm of this stretch's term, which the FSM refuses in any other term
+// (fsm.ErrStaleTerm), and the stretch ends. While the version gate keeps InTerm out (a
+// coordinator of FSM version 4 or older in the configuration), cmd goes bare as before and
+// commits whatever the term; the stretch then only re-reads its term after the commit.
 func (t *leaderTerm) apply(cmd fsm.Command) error {
 	if t.ctx.Err() != nil {
 		return t.n.leaderErr()
@@ -376,7 +393,16 @@ func (t *leaderTerm) apply(cmd fsm.Command) error {
 	if err := t.n.versionGate(cmd); err != nil {
 		return err
 	}
-	b, err := fsm.Encode(cmd)
+	entry := cmd
+	inTerm := t.n.versionGate(&fsm.InTerm{}) == nil
+	if inTerm {
+		c, err := fsm.NewInTerm(t.raftTerm, cmd)
+		if err != nil {
+			return err
+		}
+		entry = c
+	}
+	b, err := fsm.Encode(entry)
 	if err != nil {
 		return err
 	}
@@ -388,12 +414,32 @@ func (t *leaderTerm) apply(cmd fsm.Command) error {
 		}
 		return commitErr(err)
 	}
+	resp, _ := f.Response().(error)
+	if errors.Is(resp, fsm.ErrStaleTerm) || (!inTerm && !t.stillLeads()) {
+		t.endStale(cmd.Type().String() + " committed in a later raft term")
+		return commitErr(cmp.Or(resp, error(fsm.ErrStaleTerm)))
+	}
 	t.extendVerified(t0)
 	t.n.metrics.countCommitted(cmd.Type())
-	if resp, ok := f.Response().(error); ok && resp != nil {
-		return commitErr(resp)
+	return commitErr(resp)
+}
+
+// stillLeads reports whether this node still leads in the stretch's Raft term. Terms only grow,
+// so an entry proposed by the stretch and committed while it still leads in its term is an entry
+// of its term.
+func (t *leaderTerm) stillLeads() bool {
+	term, leader := t.n.leadingTerm()
+	return leader && term == t.raftTerm
+}
+
+// endStale ends a stretch whose Raft term passed: what it sent and decided rests on a send log
+// that lacks what any intervening leader sent. syncLeadership stops it gracefully and, if this
+// node leads again, starts the stretch of the current term.
+func (t *leaderTerm) endStale(what string) {
+	if t.ctx.Err() == nil {
+		t.log.Warn().Str("what", what).Msg("this stretch's raft term has passed: ending it; nothing more is sent or committed on it")
 	}
-	return nil
+	t.cancel()
 }
 
 // reconcileLoop runs the leader's decisions whenever the state or the connections change, and when

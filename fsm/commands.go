@@ -30,6 +30,7 @@ const (
 	TypeReconcile           CommandType = 14
 	TypeCordon              CommandType = 15
 	TypeEpochFloor          CommandType = 16
+	TypeInTerm              CommandType = 17
 )
 
 // Version is the FSM version of this build: it knows every command type, body version and
@@ -48,7 +49,10 @@ const (
 //
 // Version 4 adds Cordon (15): a worker id in a ring that gets no range and not Node-0. Its state
 // (Ring.Cordoned) needs snapshots of format 4: a version 3 node would drop it.
-const Version = 4
+//
+// Version 5 adds InTerm (17): a command of one stretch of leadership, applied only in a log entry
+// of the stretch's Raft term. The state did not change, so snapshots stay at format 4 at most.
+const Version = 5
 
 // commandNames are the names logs and transcripts give the command types.
 var commandNames = map[CommandType]string{
@@ -68,6 +72,7 @@ var commandNames = map[CommandType]string{
 	TypeReconcile:           "reconcile",
 	TypeCordon:              "cordon",
 	TypeEpochFloor:          "epoch_floor",
+	TypeInTerm:              "in_term",
 }
 
 // introducedIn lists, for each FSM version, the command types it introduced.
@@ -76,6 +81,7 @@ var introducedIn = map[int][]CommandType{
 	2: {TypeCommitTiming, TypeRetireTiming, TypePause, TypeResume, TypeLimit},
 	3: {TypeReconcile},
 	4: {TypeCordon, TypeEpochFloor},
+	5: {TypeInTerm},
 }
 
 // bodyVersion is the second byte of every entry this build writes. Every type is at body 1 so
@@ -338,6 +344,8 @@ func decodeAt(b []byte, v int) (Command, error) {
 		c = &Cordon{}
 	case TypeEpochFloor:
 		c = &EpochFloor{}
+	case TypeInTerm:
+		c = &InTerm{}
 	}
 	if err := json.Unmarshal(b[2:], c); err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrMalformed, b[0], err)

@@ -39,6 +39,7 @@ func oneOfEach() []fsm.Command {
 		},
 		&fsm.Cordon{Ring: ringA, WorkerID: "w1", Clear: true},
 		&fsm.EpochFloor{Floor: 1_796_000_000_000_000, Settle: true, Reason: "recover", AtMs: 1796000000000},
+		&fsm.InTerm{Term: 7, Entry: []byte{byte(fsm.TypeRemoveCoordinator), bodyVersion, '{', '}'}},
 	}
 }
 
@@ -85,6 +86,7 @@ func TestCommandTypeNames(t *testing.T) {
 		fsm.TypeExpire: "expire", fsm.TypeAssign: "assign", fsm.TypeCommitTiming: "commit_timing",
 		fsm.TypeRetireTiming: "retire_timing", fsm.TypePause: "pause", fsm.TypeResume: "resume", fsm.TypeLimit: "limit",
 		fsm.TypeReconcile: "reconcile", fsm.TypeCordon: "cordon", fsm.TypeEpochFloor: "epoch_floor",
+		fsm.TypeInTerm: "in_term",
 	}
 	for _, c := range oneOfEach() {
 		if got := c.Type().String(); got != want[c.Type()] {
@@ -97,18 +99,20 @@ func TestCommandTypeNames(t *testing.T) {
 }
 
 // lastType is the highest command type of this build.
-const lastType = fsm.TypeEpochFloor
+const lastType = fsm.TypeInTerm
 
 // TestCommandsSince: the lease commands are FSM version 1, the lease timing and the flow controls
-// version 2, Reconcile version 3, Cordon and the epoch floor version 4 (the version of this build), and a
-// type the build does not know was introduced by no version it knows.
+// version 2, Reconcile version 3, Cordon and the epoch floor version 4, InTerm version 5 (the version
+// of this build), and a type the build does not know was introduced by no version it knows.
 func TestCommandsSince(t *testing.T) {
-	if fsm.Version != 4 {
-		t.Fatalf("FSM version %d, want 4", fsm.Version)
+	if fsm.Version != 5 {
+		t.Fatalf("FSM version %d, want 5", fsm.Version)
 	}
 	for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
 		want := 1
 		switch {
+		case typ == fsm.TypeInTerm:
+			want = 5
 		case typ > fsm.TypeReconcile:
 			want = 4
 		case typ == fsm.TypeReconcile:

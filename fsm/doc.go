@@ -45,6 +45,10 @@
 // into holds; the state is then Settling until that leader, or a later one, has waited out every
 // lease of before and commits Settled. A ring created later starts at the floor.
 //
+// Commands in a term (FSM version 5): a leader wraps each command in an InTerm carrying the Raft
+// term of its stretch of leadership; FSM.Apply applies it only in a log entry of that term, so a
+// stretch that ended before its leader noticed commits nothing (ErrStaleTerm).
+//
 // Every command is idempotent (raft may apply a command whose proposer saw ErrLeadershipLost, and a
 // new leader may propose it again) and carries a type byte and a body version byte. Every type and
 // body version belongs to an FSM version (Version, CommandType.Since); a node that meets one its

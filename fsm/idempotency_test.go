@@ -147,6 +147,8 @@ func drawCommand(t *rapid.T, s *fsm.State, typ fsm.CommandType) fsm.Command {
 			return &fsm.EpochFloor{Floor: max(floor, 1), Settled: true, AtMs: drawAtMs(t)}
 		}
 		return &fsm.EpochFloor{Floor: max(floor, 1), Reason: "upgrade", AtMs: drawAtMs(t)}
+	case fsm.TypeInTerm:
+		return nil // the State refuses it: only FSM.Apply knows the entry's term (term_test.go)
 	}
 	t.Fatalf("no generator for command type %d", typ)
 	return nil

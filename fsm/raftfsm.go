@@ -54,6 +54,7 @@ func (f *FSM) Halted() error {
 }
 
 // Apply implements raft.FSM. Its response is nil or the error Apply returned (the state unchanged).
+// An InTerm entry is applied only when the entry's Raft term is the command's (ErrStaleTerm).
 func (f *FSM) Apply(l *raft.Log) interface{} {
 	if l.Type != raft.LogCommand {
 		return nil
@@ -65,6 +66,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return fmt.Errorf("%w: entry %d not applied: %w", ErrHalted, l.Index, f.halted)
 	}
 	c, err := decodeAt(l.Data, f.version)
+	if in, ok := c.(*InTerm); ok && err == nil {
+		c, err = in.open(l.Term, f.version)
+	}
 	if errors.Is(err, ErrUnknownCommand) {
 		f.halted = fmt.Errorf("entry %d: %w", l.Index, err)
 		f.log.Error().Err(err).Uint64("index", l.Index).Int("fsm_version", f.version).
@@ -72,6 +76,12 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return err
 	}
 	f.applied = l.Index
+	if errors.Is(err, ErrStaleTerm) {
+		// Every node sees the same term in the entry: every node refuses it alike.
+		f.rejected++
+		f.log.Info().Err(err).Uint64("index", l.Index).Msg("command of an ended leadership stretch refused")
+		return err
+	}
 	if err != nil {
 		// Malformed: every node of this version refuses it alike.
 		f.skipped++

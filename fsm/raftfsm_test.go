@@ -251,6 +251,9 @@ func TestFSMHaltsAtAnEntryItDoesNotKnow(t *testing.T) {
 	join, _ := fsm.Encode(&fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"})
 	pause, _ := fsm.Encode(&fsm.Pause{Ring: ringA, Reason: "deploy"})
 	pass, _ := fsm.Encode(&fsm.Reconcile{Ring: ringA, Joins: []fsm.MemberRef{{WorkerID: "B", Incarnation: "b1"}}})
+	joinB, _ := fsm.NewInTerm(1, &fsm.Join{Ring: ringA, WorkerID: "B", Incarnation: "b1"})
+	inTerm, _ := fsm.Encode(joinB)
+	inTermOfUnknown, _ := fsm.Encode(&fsm.InTerm{Term: 1, Entry: []byte{200, bodyVersion, '{', '}'}})
 	for name, tc := range map[string]struct {
 		version int
 		entry   []byte
@@ -260,6 +263,8 @@ func TestFSMHaltsAtAnEntryItDoesNotKnow(t *testing.T) {
 		"unknown type":              {fsm.Version, []byte{200, bodyVersion, '{', '}'}},
 		"newer body of join":        {fsm.Version, append([]byte{join[0], bodyVersion + 1}, join[2:]...)},
 		"old node, newer version":   {1, append([]byte{join[0], bodyVersion + 1}, join[2:]...)},
+		"v4 node meets an in_term":  {4, inTerm},
+		"in_term of an unknown":     {fsm.Version, inTermOfUnknown},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := fsm.NewAt(zerolog.Nop(), tc.version)
