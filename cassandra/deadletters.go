@@ -32,16 +32,20 @@ func (s *Store) ListDeadLetters(ctx context.Context, deadDay window.Date) ([]Dea
 		var wd time.Time
 		var replay *int
 		var by *string
+		var at, markedDeadAt *time.Time
 		if err := sc.Scan(&d.Transaction.ID, &d.Bucket.InstanceID, &wd, &d.Bucket.Window.Minute, &d.Bucket.Bucket,
 			&d.Transaction.AddedAt, &d.Transaction.AllocationKey, &d.Transaction.ImplType, &d.Transaction.Attempt,
-			&d.LastStatus, &d.LastError, &d.DeadAt, &d.WorkerID, &replay, &by, &d.ReplayedAt); err != nil {
+			&d.LastStatus, &d.LastError, &d.DeadAt, &d.WorkerID, &replay, &by, &at, &markedDeadAt); err != nil {
 			return err
 		}
 		if replay != nil {
 			d.Transaction.Replay = *replay
 		}
-		if by != nil {
+		if markOwn(d.DeadAt, by, markedDeadAt) {
 			d.ReplayedBy = *by
+			if at != nil {
+				d.ReplayedAt = *at
+			}
 		}
 		d.Bucket.Window.Day, d.Bucket.Window.Length = window.DateOf(wd), s.length
 		out = append(out, d)
@@ -53,17 +57,28 @@ func (s *Store) ListDeadLetters(ctx context.Context, deadDay window.Date) ([]Dea
 	return out, nil
 }
 
+// markOwn reports whether a row whose dead letter was given up on at deadAt carries a replay mark
+// of its own: by is set, and it was written for this dead_at. A mark written for an earlier
+// dead_at outlived the row it marked: it was stamped by its Paxos ballot (Cassandra's clock)
+// later than the step's next dead letter, written over the row by a worker whose clock is behind,
+// so that insert's nulls did not clear it; it marks nothing. A mark from before replayed_dead_at
+// existed (none recorded) counts, as it did when it was written.
+func markOwn(deadAt time.Time, by *string, markedDeadAt *time.Time) bool {
+	return by != nil && *by != "" && (markedDeadAt == nil || markedDeadAt.Equal(deadAt))
+}
+
 // MarkDeadLetterReplayed marks d as replayed by replayID at at. The dead letter stays. The mark
-// is written only on the row d was read from (a compare-and-set on its dead_at): when the row is
-// gone (purged) or was written again (the step given up on again), it returns
-// ErrDeadLetterChanged, saying which, and writes nothing.
+// is written only on the row d was read from (a compare-and-set on its dead_at) and names that
+// dead_at, so that it counts for that dead letter alone: when the row is gone (purged) or was
+// written again (the step given up on again), it returns ErrDeadLetterChanged, saying which, and
+// writes nothing.
 func (s *Store) MarkDeadLetterReplayed(ctx context.Context, d DeadLetter, replayID string, at time.Time) error {
 	r, t := s.ring, d.Transaction
 	if err := s.check(ctx); err != nil {
 		return err
 	}
 	prev := map[string]any{}
-	applied, err := s.query(ctx, cqlMarkDeadLetterReplayed, compareAndSet, replayID, at,
+	applied, err := s.query(ctx, cqlMarkDeadLetterReplayed, compareAndSet, replayID, at, d.DeadAt,
 		r.Region, r.Cluster, r.Service, day(d.DeadDay()), t.ID, t.ImplType, d.DeadAt).MapScanCAS(prev)
 	switch {
 	case err != nil:
@@ -124,7 +139,7 @@ func (s *Store) StartReplayRun(ctx context.Context, id string, at time.Time) (ti
 // a mark whose outcome is unknown (a compare-and-set that timed out may still be accepted), a
 // serial read finishes any Paxos round in progress on the row first, so what it returns is the
 // outcome. current is false when the row is not d's any more (purged, or given up on again); by
-// is the replay id that marked it ("" for none).
+// is the replay id that marked it ("" for none, or for a mark written for another dead_at).
 func (s *Store) ReplayMark(ctx context.Context, d DeadLetter) (by string, current bool, err error) {
 	r, t := s.ring, d.Transaction
 	if err := s.check(ctx); err != nil {
@@ -132,15 +147,16 @@ func (s *Store) ReplayMark(ctx context.Context, d DeadLetter) (by string, curren
 	}
 	var deadAt time.Time
 	var replayedBy *string
+	var markedDeadAt *time.Time
 	err = s.query(ctx, cqlSelectDeadLetterMark, read, r.Region, r.Cluster, r.Service, day(d.DeadDay()), t.ID, t.ImplType).
-		Consistency(gocql.Consistency(s.serial)).Scan(&deadAt, &replayedBy)
+		Consistency(gocql.Consistency(s.serial)).Scan(&deadAt, &replayedBy, &markedDeadAt)
 	switch {
 	case errors.Is(err, gocql.ErrNotFound):
 		return "", false, nil
 	case err != nil:
 		return "", false, fmt.Errorf("cassandra: read the replay mark of dead letter %s/%s: %w", t.ID, t.ImplType, err)
 	}
-	if replayedBy != nil {
+	if markOwn(deadAt, replayedBy, markedDeadAt) {
 		by = *replayedBy
 	}
 	return by, deadAt.Equal(d.DeadAt), nil

@@ -127,28 +127,32 @@ WHERE service_name = ? AND transaction_id = ? AND span_key = ?`
 
 	// Dead letters.
 	// A dead letter is written whole, its replay mark cleared: the same step given up on again
-	// the same day (after a replay) overwrites its row, and must read as not replayed.
+	// the same day (after a replay) overwrites its row, and must read as not replayed. Clearing is
+	// not enough alone: the mark is a compare-and-set stamped by its Paxos ballot (Cassandra's
+	// clock), this insert by the worker's clock, so a mark written just before it can carry the
+	// later timestamp and survive it. The mark therefore names the dead_at it was written for
+	// (replayed_dead_at), and reads count it only on that dead letter.
 	cqlInsertDeadLetter = `INSERT INTO KS.es_dead_letters
 (region, cluster, service_name, dead_day, transaction_id, instance_id, date_of_year, minute_of_day,
  bucket_index, added_datetime, allocation_key, stacksaga_impl_type, attempt, last_status, last_error,
- dead_at, worker_id, replay, replayed_by, replayed_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, null, null)`
+ dead_at, worker_id, replay, replayed_by, replayed_at, replayed_dead_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, null, null, null)`
 	cqlSelectDeadLetters = `SELECT transaction_id, instance_id, date_of_year, minute_of_day, bucket_index,
 added_datetime, allocation_key, stacksaga_impl_type, attempt, last_status, last_error, dead_at, worker_id,
-replay, replayed_by, replayed_at
+replay, replayed_by, replayed_at, replayed_dead_at
 FROM KS.es_dead_letters
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ?`
 	// The mark is conditional on the row the replay read (its dead_at, which every release writes
 	// with every version of the row): a plain update would mark a newer dead letter of the step
 	// written over the row meanwhile (given up on again, a generation later), and would bring a
 	// purged row back as a ghost of the key and the mark alone.
-	cqlMarkDeadLetterReplayed = `UPDATE KS.es_dead_letters SET replayed_by = ?, replayed_at = ?
+	cqlMarkDeadLetterReplayed = `UPDATE KS.es_dead_letters SET replayed_by = ?, replayed_at = ?, replayed_dead_at = ?
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?
 IF dead_at = ?`
 	// Read at the serial level after a mark whose outcome is unknown (a compare-and-set timeout):
 	// a serial read completes any Paxos round in progress on the row, so it sees the mark if it was
 	// accepted, where a quorum read could miss it.
-	cqlSelectDeadLetterMark = `SELECT dead_at, replayed_by FROM KS.es_dead_letters
+	cqlSelectDeadLetterMark = `SELECT dead_at, replayed_by, replayed_dead_at FROM KS.es_dead_letters
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`
 	cqlDeleteDeadLetter = `DELETE FROM KS.es_dead_letters
 WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ?`

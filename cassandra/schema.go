@@ -194,6 +194,9 @@ var addedColumns = []struct{ table, column, cqlType string }{
 	{"es_execution_markers", "dead_lettered_at", "timestamp"},
 	{"es_execution_markers", "in_progress_by", "text"},
 	{"es_execution_markers", "in_progress_at", "timestamp"},
+	// Review finding 5: the dead_at of the dead letter a replay mark was written for, so that a
+	// mark that outlives its row (stamped later than the step's next dead letter) marks nothing.
+	{"es_dead_letters", "replayed_dead_at", "timestamp"},
 }
 
 // CheckSchema reports ErrSchemaOutdated, naming what is missing, when the keyspace lacks a
@@ -381,6 +384,7 @@ var tableDDL = []string{
     replay              int,
     replayed_by         text,
     replayed_at         timestamp,
+    replayed_dead_at    timestamp,
     PRIMARY KEY ((region, cluster, service_name, dead_day), transaction_id, stacksaga_impl_type)
 ) WITH CLUSTERING ORDER BY (transaction_id ASC, stacksaga_impl_type ASC)
   AND ` + optsDeadLetters + `

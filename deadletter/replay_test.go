@@ -128,7 +128,9 @@ func (e *env) record(ids ...string) {
 
 func (e *env) recorder(instance string) *recorder.Recorder {
 	e.t.Helper()
-	rec, err := recorder.New(e.store, recorder.Config{InstanceID: instance, Clock: e.clock})
+	// Unchecked: the env's manual clock names windows of March 2026 on purpose; the writes are
+	// stamped by the store's write clock.
+	rec, err := recorder.New(e.store, recorder.Config{InstanceID: instance, Clock: e.clock, UncheckedClock: true})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -521,5 +523,87 @@ func TestReplayOfADuplicateDeadLetteredAfterCommit(t *testing.T) {
 	e.drainFor(3)
 	if got := e.callsOf("x"); len(got) != 1 {
 		t.Fatalf("x was called at generations %v, want once (before the duplicate was dead-lettered)", got)
+	}
+}
+
+// TestReplayTakesADeadLetterWrittenUnderAnOlderMark: a replay marks a dead letter (a
+// compare-and-set, stamped by its Paxos ballot: Cassandra's clock); then the step is given up on
+// again the same day by a worker whose clock is 1 s behind Cassandra's, and its dead letter,
+// written over the marked row after the mark, carries an older timestamp than the mark: the
+// mark's cells survive the insert's nulls. The new dead letter reads as not replayed (the list,
+// the serial read of its mark), and the next replay takes it.
+func TestReplayTakesADeadLetterWrittenUnderAnOlderMark(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.setRefused("a")
+	e.record("a")
+	e.drainFor(3)
+	list, err := deadletter.List(ctx, e.store, e.filter())
+	if err != nil || len(list) != 1 {
+		t.Fatalf("dead letters %+v, %v; want a", list, err)
+	}
+	// The worker's clock, read before the replay: behind the mark's ballot, and ahead of the
+	// first dead letter's timestamp (the env's writes lag the wall clock by the whole bound).
+	behind := clocktest.New(time.Now().Add(-time.Second))
+	res, err := deadletter.Replay(ctx, e.store, e.recorder("deadletters-replay"), e.filter(), deadletter.ReplayOptions{ID: "fix-1", Now: e.clock.Now})
+	if err != nil || res.Replayed != 1 {
+		t.Fatalf("first replay: %+v, %v; want a replayed", res, err)
+	}
+	again := list[0]
+	again.Transaction.Replay = 1
+	again.DeadAt = list[0].DeadAt.Add(time.Minute).Truncate(time.Millisecond)
+	again.LastError = "422 refused, generation 1"
+	if err := e.store.WithWriteClock(behind).InsertDeadLetter(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Minute)
+
+	list, err = deadletter.List(ctx, e.store, e.filter())
+	if err != nil || len(list) != 1 || list[0].Transaction.Replay != 1 {
+		t.Fatalf("dead letters after the step was given up on again %+v, %v; want a's generation 1", list, err)
+	}
+	if d := list[0]; d.ReplayedBy != "" || !d.ReplayedAt.IsZero() {
+		t.Errorf("a's generation 1 reads as replayed by %q at %v; the mark was for generation 0", d.ReplayedBy, d.ReplayedAt)
+	}
+	if by, current, err := e.store.ReplayMark(ctx, again); err != nil || by != "" || !current {
+		t.Errorf("serial read of the mark of a's generation 1: by %q, current %v, %v; want unmarked and current", by, current, err)
+	}
+	res, err = deadletter.Replay(ctx, e.store, e.recorder("deadletters-replay"), e.filter(), deadletter.ReplayOptions{ID: "fix-2", Now: e.clock.Now})
+	if err != nil || res.Replayed != 1 || res.AlreadyReplayed != 0 {
+		t.Fatalf("second replay: %+v, %v; want a's generation 1 replayed, not skipped as replayed", res, err)
+	}
+	m, _, err := e.store.Marker(ctx, "a", "Payment")
+	if err != nil || !m.HasFloor || m.Floor != (cassandra.Copy{Replay: 2}) {
+		t.Fatalf("marker of a after the second replay: %+v, %v; want floor r2/a0", m, err)
+	}
+	e.setRefused()
+	e.drainFor(3)
+	if got := e.callsOf("a"); len(got) == 0 || got[len(got)-1] != 2 {
+		t.Errorf("a was called at generations %v; want generation 2 last", got)
+	}
+}
+
+// TestReplayMarkOfAnEarlierReleaseStillCounts: a mark written before the mark named its dead
+// letter (no replayed_dead_at) reads as it did then: replayed, so no replay copies it again.
+func TestReplayMarkOfAnEarlierReleaseStillCounts(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.setRefused("a")
+	e.record("a")
+	e.drainFor(3)
+	list, err := deadletter.List(ctx, e.store, e.filter())
+	if err != nil || len(list) != 1 {
+		t.Fatalf("dead letters %+v, %v; want a", list, err)
+	}
+	d := list[0]
+	if err := e.session.Query(`UPDATE `+e.ks+`.es_dead_letters SET replayed_by = ?, replayed_at = ?
+WHERE region = ? AND cluster = ? AND service_name = ? AND dead_day = ? AND transaction_id = ? AND stacksaga_impl_type = ? IF dead_at = ?`,
+		"old-release", e.clock.Now(), "eu", "c1", "orders", d.DeadDay().Time(), d.Transaction.ID, d.Transaction.ImplType, d.DeadAt).
+		WithContext(ctx).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := deadletter.Replay(ctx, e.store, e.recorder("deadletters-replay"), e.filter(), deadletter.ReplayOptions{ID: "fix-1", Now: e.clock.Now})
+	if err != nil || res.Replayed != 0 || res.AlreadyReplayed != 1 {
+		t.Fatalf("replay over a mark of an earlier release: %+v, %v; want it already replayed", res, err)
 	}
 }

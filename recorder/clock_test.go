@@ -95,11 +95,34 @@ func TestRecorderRefusesWeakConsistency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = recorder.New(st, recorder.Config{InstanceID: "pod-one"})
+	// Unchecked: this test is about the consistency level alone.
+	_, err = recorder.New(st, recorder.Config{InstanceID: "pod-one", UncheckedClock: true})
 	if !errors.Is(err, cassandra.ErrWeakConsistency) || !strings.Contains(err.Error(), "runs at ONE") {
 		t.Fatalf("recorder on a session at ONE: %v; want ErrWeakConsistency", err)
 	}
-	if _, err := recorder.New(st, recorder.Config{InstanceID: "pod-one", AllowWeakConsistency: true}); err != nil {
+	if _, err := recorder.New(st, recorder.Config{InstanceID: "pod-one", AllowWeakConsistency: true, UncheckedClock: true}); err != nil {
 		t.Fatalf("allowed: %v", err)
+	}
+}
+
+// TestNewRefusesARecorderWithNoClockCheck: the library's default is safe. A Config with no
+// ClockCheck is refused, saying what is missing and how to opt out; UncheckedClock is that opt-out;
+// a Config with both is refused as contradictory.
+func TestNewRefusesARecorderWithNoClockCheck(t *testing.T) {
+	session, _ := storetest.Keyspace(t)
+	st := storetest.Store(t, 1)
+	_, err := recorder.New(st, recorder.Config{InstanceID: "pod-1"})
+	if !errors.Is(err, recorder.ErrConfig) || !strings.Contains(err.Error(), "no ClockCheck") || !strings.Contains(err.Error(), "UncheckedClock") {
+		t.Fatalf("New with no ClockCheck: %v; want ErrConfig naming ClockCheck and UncheckedClock", err)
+	}
+	if _, err := recorder.New(st, recorder.Config{InstanceID: "pod-1", UncheckedClock: true}); err != nil {
+		t.Fatalf("New with UncheckedClock: %v", err)
+	}
+	mon, err := clockcheck.NewMonitor(clockcheck.Config{Prober: clockcheck.NewCassandraProber(session, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recorder.New(st, recorder.Config{InstanceID: "pod-1", ClockCheck: mon, UncheckedClock: true}); !errors.Is(err, recorder.ErrConfig) {
+		t.Fatalf("New with a ClockCheck and UncheckedClock: %v; want ErrConfig", err)
 	}
 }

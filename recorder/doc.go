@@ -17,8 +17,12 @@
 //
 // It must never write into a window its clock has entered on the normal path (every write is
 // bounded by the target window's start), never write a tier-5 row before the directory that
-// leads to it, never query Cassandra to count rows, and never talk to the coordinator.
+// leads to it, never query Cassandra to count rows, and never talk to the coordinator. Nor
+// write on a clock nobody checks: New requires a ClockCheck (a clockcheck.Monitor that has
+// measured the clock against Cassandra's), or UncheckedClock to take the risk knowingly.
 //
-//	rec, err := recorder.New(store, recorder.Config{InstanceID: podName, WindowMinutes: 1})
+//	mon, err := clockcheck.NewMonitor(clockcheck.Config{Prober: clockcheck.NewCassandraProber(session, nil)})
+//	err = mon.Measure(ctx) // then go mon.Run(ctx)
+//	rec, err := recorder.New(store, recorder.Config{InstanceID: podName, WindowMinutes: 1, ClockCheck: mon})
 //	where, err := rec.Record(ctx, recorder.Failure{TransactionID: id, ImplType: "Payment"})
 package recorder

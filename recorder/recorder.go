@@ -42,8 +42,16 @@ type Config struct {
 	// same clock): while it is untrusted every Record and RecordAt returns ErrClockUntrusted and
 	// writes nothing, since a row stamped by a clock beyond the bound could be hidden by a
 	// worker's delete and lost. A process that records measures first (Monitor.Measure) and only
-	// then records. Nil: unchecked (a worker's own re-records: the worker stops on its own).
+	// then records. Required unless UncheckedClock.
 	ClockCheck ClockCheck
+	// UncheckedClock opts out of ClockCheck: New refuses a Config with neither. The recorder then
+	// stamps its rows and picks its windows by a clock nobody compares with Cassandra's, and
+	// what it risks is losing the failures it answered "recorded": a clock behind the workers'
+	// by more than the bound stamps rows older than the tombstone of a worker's checked delete,
+	// which hides them for good; a clock ahead writes into windows the workers have drained.
+	// Only for callers whose clock is checked some other way or does not stamp writes (a manual
+	// test clock beside a store with its own write clock, a benchmark on one host).
+	UncheckedClock bool
 	// CacheSize bounds the number of directory rows remembered as written. Default 100,000.
 	CacheSize int
 	// AllowWeakConsistency accepts a store whose session runs below a quorum (ONE, LOCAL_ONE, ...),
@@ -144,6 +152,12 @@ func New(store *cassandra.Store, cfg Config) (*Recorder, error) {
 	}
 	if err := cassandra.ValidateInstanceID(cfg.InstanceID); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	switch {
+	case cfg.ClockCheck == nil && !cfg.UncheckedClock:
+		return nil, fmt.Errorf("%w: no ClockCheck: a recorder whose clock is off Cassandra's by more than max_clock_offset / 2 writes rows a worker's delete can hide; pass a *clockcheck.Monitor measured first, or set UncheckedClock to take that risk", ErrConfig)
+	case cfg.ClockCheck != nil && cfg.UncheckedClock:
+		return nil, fmt.Errorf("%w: both a ClockCheck and UncheckedClock", ErrConfig)
 	}
 	if c := store.Consistency(); cassandra.WeakConsistency(c) && !cfg.AllowWeakConsistency {
 		return nil, fmt.Errorf("%w: %w: the store's session runs at %v, below a quorum, so a worker that takes over a range can miss what this recorder wrote; use LOCAL_QUORUM or QUORUM, or set AllowWeakConsistency", ErrConfig, cassandra.ErrWeakConsistency, c)

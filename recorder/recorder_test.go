@@ -27,7 +27,9 @@ func ctxT(t *testing.T) context.Context {
 
 func newRecorder(t *testing.T, st *cassandra.Store, clock *clocktest.Manual, mod func(*recorder.Config)) *recorder.Recorder {
 	t.Helper()
-	cfg := recorder.Config{InstanceID: "order-service-pod-1", Clock: clock}
+	// Unchecked: the manual clock names the windows and is years off Cassandra's on purpose; a
+	// check would judge it untrusted. clock_test.go tests the check.
+	cfg := recorder.Config{InstanceID: "order-service-pod-1", Clock: clock, UncheckedClock: true}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -88,9 +90,9 @@ func TestNewValidates(t *testing.T) {
 		"empty instance":    {},
 		"invalid utf-8":     {InstanceID: "\xff"},
 		"other service":     {InstanceID: "a", Service: "other"},
-		"other length":      {InstanceID: "a", WindowMinutes: 5},
-		"negative bucket":   {InstanceID: "a", BucketSize: -1},
-		"negative backdate": {InstanceID: "a", Backdate: -time.Second},
+		"other length":      {InstanceID: "a", WindowMinutes: 5, UncheckedClock: true},
+		"negative bucket":   {InstanceID: "a", BucketSize: -1, UncheckedClock: true},
+		"negative backdate": {InstanceID: "a", Backdate: -time.Second, UncheckedClock: true},
 	}
 	for name, cfg := range cases {
 		if _, err := recorder.New(st, cfg); !errors.Is(err, recorder.ErrConfig) {
@@ -393,7 +395,8 @@ func TestBackdatedWritesAreFoundBehindCheckpoints(t *testing.T) {
 func BenchmarkRecord(b *testing.B) {
 	st := storetest.Store(b, 1)
 	clock := clocktest.New(time.Date(2026, 10, 1, 9, 0, 1, 0, time.UTC))
-	rec, err := recorder.New(st, recorder.Config{InstanceID: "bench-pod", Clock: clock})
+	// Unchecked: a manual clock, as newRecorder's.
+	rec, err := recorder.New(st, recorder.Config{InstanceID: "bench-pod", Clock: clock, UncheckedClock: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestLaggingWriterLosesNothing(t *testing.T) {
 	e := newEnv(t, 1, w0.Start().Add(-3*time.Second))
 	writers := map[string]*recorder.Recorder{}
 	for id, lag := range map[string]time.Duration{"pod-lagging": off - 50*time.Millisecond, "pod-punctual": 0} {
-		rec, err := recorder.New(e.store, recorder.Config{InstanceID: id, Clock: lagging{e.clock, lag}})
+		rec, err := uncheckedRecorder(e.store, recorder.Config{InstanceID: id, Clock: lagging{e.clock, lag}})
 		if err != nil {
 			t.Fatal(err)
 		}

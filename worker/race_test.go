@@ -24,7 +24,7 @@ type racingStore struct {
 func (r racingStore) lateWrite(kind, instance string, w window.Window) {
 	r.once[kind].Do(func() {
 		now := r.e.clock.Now()
-		rec, err := recorder.New(r.e.store, recorder.Config{
+		rec, err := uncheckedRecorder(r.e.store, recorder.Config{
 			InstanceID: instance, Clock: r.e.clock, Backdate: now.Sub(w.Start()) + 30*time.Second,
 		})
 		if err != nil {

@@ -110,7 +110,7 @@ func TestLateWriteBelowTheCheckpointIsFound(t *testing.T) {
 	}
 
 	// An import of a legacy queue: failures backdated into 09:00 of the same day.
-	rec, err := recorder.New(e.store, recorder.Config{InstanceID: "importer", Backdate: noon.Sub(e.win(today, 540).Start()) + time.Minute, Clock: e.clock})
+	rec, err := uncheckedRecorder(e.store, recorder.Config{InstanceID: "importer", Backdate: noon.Sub(e.win(today, 540).Start()) + time.Minute, Clock: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gocql/gocql"
 	"github.com/spf13/cobra"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/clockcheck"
 	"github.com/retryring/retryring/deadletter"
+	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
 )
 
@@ -26,6 +29,8 @@ type deadLetterFlags struct {
 	impl, instance []string
 	status         []int
 	output         string
+	// clock is the command's clock: nil for the system clock; tests skew it.
+	clock lease.Clock
 }
 
 func (d *deadLetterFlags) register(cmd *cobra.Command) {
@@ -74,8 +79,17 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is neither a duration (72h) nor a time (2026-03-10, 2026-03-10T12:00:00Z)", s)
 }
 
-// store connects to Cassandra and checks the schema; close ends the session.
-func (d *deadLetterFlags) store(ctx context.Context) (st *cassandra.Store, close func(), err error) {
+// now reads the command's clock.
+func (d *deadLetterFlags) now() time.Time {
+	if d.clock == nil {
+		return time.Now()
+	}
+	return d.clock.Now()
+}
+
+// store connects to Cassandra and checks the schema; the store stamps its writes with the
+// command's clock. The caller closes the session.
+func (d *deadLetterFlags) store(ctx context.Context) (*cassandra.Store, *gocql.Session, error) {
 	session, err := d.cf.connect(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -84,12 +98,12 @@ func (d *deadLetterFlags) store(ctx context.Context) (st *cassandra.Store, close
 		session.Close()
 		return nil, nil, err
 	}
-	st, err = cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: d.cf.keyspace, Ring: d.ring.key(), WindowMinutes: d.ring.windowMinutes})
+	st, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: d.cf.keyspace, Ring: d.ring.key(), WindowMinutes: d.ring.windowMinutes, Clock: d.clock})
 	if err != nil {
 		session.Close()
 		return nil, nil, err
 	}
-	return st, session.Close, nil
+	return st, session, nil
 }
 
 // command finishes a deadletters subcommand: its flags, their environment variables, and the
@@ -107,8 +121,11 @@ func (d *deadLetterFlags) open(ctx context.Context, now time.Time) (deadletter.F
 	if err != nil {
 		return f, nil, nil, err
 	}
-	st, closeStore, err := d.store(ctx)
-	return f, st, closeStore, err
+	st, session, err := d.store(ctx)
+	if err != nil {
+		return f, nil, nil, err
+	}
+	return f, st, session.Close, nil
 }
 
 func newDeadLettersCommand() *cobra.Command {
@@ -203,9 +220,13 @@ func newDeadLettersShow() *cobra.Command {
 	})
 }
 
-func newDeadLettersReplay() *cobra.Command {
-	var d deadLetterFlags
+func newDeadLettersReplay() *cobra.Command { return deadLettersReplayCommand(nil) }
+
+// deadLettersReplayCommand is `deadletters replay` on clock (nil: the system clock).
+func deadLettersReplayCommand(clock lease.Clock) *cobra.Command {
+	d := deadLetterFlags{clock: clock}
 	var o deadletter.ReplayOptions
+	var maxClockOffset time.Duration
 	cmd := &cobra.Command{
 		Use:   "replay",
 		Short: "Record the matching dead letters again as fresh retries (a snapshot, idempotent by --id)",
@@ -216,10 +237,13 @@ transiently (a timeout, too few replicas) is tried again with backoff, up to --t
 whose compare-and-set timed out is read back at the serial level first. The replay stops only on a
 statement that keeps failing, naming the dead letter and how many are left. Running the same --id
 again replays nothing new, and completes a run that stopped. --dry-run lists what would be replayed
-and writes nothing.`,
+and writes nothing. Before anything, the replay measures this host's clock against Cassandra's
+and refuses, with the figures, when it is beyond half of --max-clock-offset: a copy stamped by such a
+clock could be hidden by a worker's delete while its dead letter reads replayed. It keeps measuring,
+and stops on the first dead letter it would record while the clock is untrusted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := d.filter(time.Now())
+			f, err := d.filter(d.now())
 			if err != nil {
 				return err
 			}
@@ -229,15 +253,25 @@ and writes nothing.`,
 			if o.ID == "" {
 				o.ID = "dry-run"
 			}
-			st, closeStore, err := d.store(cmd.Context())
+			st, session, err := d.store(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer closeStore()
-			rec, err := recorder.New(st, recorder.Config{InstanceID: "retryring-deadletters", AllowWeakConsistency: d.cf.allowWeak})
+			defer session.Close()
+			clock := d.clock
+			if clock == nil {
+				clock = lease.SystemClock{}
+			}
+			mon, stopMon, err := checkedClock(cmd.Context(), session, clock, maxClockOffset, "deadletters replay", "nothing replayed")
 			if err != nil {
 				return err
 			}
+			defer stopMon()
+			rec, err := recorder.New(st, recorder.Config{InstanceID: "retryring-deadletters", Clock: clock, ClockCheck: mon, AllowWeakConsistency: d.cf.allowWeak})
+			if err != nil {
+				return err
+			}
+			o.Now = clock.Now
 			return runReplay(cmd.Context(), cmd.OutOrStdout(), st, rec, f, o, d.output)
 		},
 	}
@@ -247,6 +281,7 @@ and writes nothing.`,
 	fs.IntVar(&o.Concurrency, "concurrency", deadletter.DefaultConcurrency, "dead letters replayed at once")
 	fs.IntVar(&o.Tries, "tries", deadletter.DefaultTries, "tries of one statement that fails transiently (a timeout, too few replicas, an overloaded node), with backoff, before the replay stops on it")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be replayed; write nothing")
+	fs.DurationVar(&maxClockOffset, "max-clock-offset", clockcheck.DefaultMaxClockOffset, "bound on the offset between any two processes' clocks: the replay records only while this host's is within half of it from Cassandra's")
 	return d.command(cmd)
 }
 
@@ -314,11 +349,11 @@ func newDeadLettersPurge() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, closeStore, err := d.store(cmd.Context())
+			st, session, err := d.store(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer closeStore()
+			defer session.Close()
 			n, err := deadletter.Purge(cmd.Context(), st, f)
 			fmt.Fprintf(cmd.OutOrStdout(), "purged %d dead letters given up on before %s\n", n, f.Until.UTC().Format(time.RFC3339))
 			return err

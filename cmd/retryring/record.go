@@ -13,6 +13,7 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/clockcheck"
+	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/wallclock"
 	"github.com/retryring/retryring/window"
@@ -77,21 +78,12 @@ func runRecord(ctx context.Context, cmd *cobra.Command, o recordOptions) error {
 	if err != nil {
 		return err
 	}
-	// Measure first, and record only on a trusted clock: a row stamped by a clock beyond the bound
-	// could be hidden by a worker's delete.
-	mon, err := clockcheck.NewMonitor(clockcheck.Config{Prober: clockcheck.NewCassandraProber(session, nil), MaxClockOffset: o.maxClockOffset})
+	// Measure first, and record only on a trusted clock.
+	mon, stopMon, err := checkedClock(ctx, session, lease.SystemClock{}, o.maxClockOffset, "record", "nothing recorded")
 	if err != nil {
 		return err
 	}
-	if err := mon.Measure(ctx); err != nil {
-		return fmt.Errorf("record: measuring the clock offset from Cassandra: %w", err)
-	}
-	if err := mon.Status().Err(); err != nil {
-		return fmt.Errorf("record: %w (nothing recorded; fix the host's time sync, docs/operations.md \"Clock offset\")", err)
-	}
-	monCtx, stopMon := context.WithCancel(ctx)
 	defer stopMon()
-	go func() { _ = mon.Run(monCtx) }()
 	recs := make([]*recorder.Recorder, o.instances)
 	for i := range recs {
 		recs[i], err = recorder.New(store, recorder.Config{

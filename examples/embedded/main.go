@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/clockcheck"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/worker"
@@ -125,8 +126,25 @@ func run(ctx context.Context, o options) error {
 
 	gateway := newGateway(time.Now().Add(o.outage))
 
+	// The clock check: the recorder and the scanner work only while this host's clock is within
+	// half of max_clock_offset from Cassandra's. Measure before recording anything: a row stamped
+	// by a clock beyond the bound could be hidden by a worker's delete, and the failure lost.
+	clock, err := clockcheck.NewMonitor(clockcheck.Config{Prober: clockcheck.NewCassandraProber(session, nil), Logger: parent})
+	if err != nil {
+		return err
+	}
+	if err := clock.Measure(ctx); err != nil {
+		return fmt.Errorf("measuring the clock offset from Cassandra: %w", err)
+	}
+	if err := clock.Status().Err(); err != nil {
+		return fmt.Errorf("%w (fix this host's time sync before it records failures)", err)
+	}
+	clockCtx, stopClock := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopClock()
+	go func() { _ = clock.Run(clockCtx) }()
+
 	// The regular-node side: the recorder writes a failure into W+1 (docs/schema.md).
-	rec, err := recorder.New(store, recorder.Config{InstanceID: o.instanceID, Logger: &parent})
+	rec, err := recorder.New(store, recorder.Config{InstanceID: o.instanceID, ClockCheck: clock, Logger: &parent})
 	if err != nil {
 		return err
 	}
@@ -147,7 +165,7 @@ func run(ctx context.Context, o options) error {
 	}
 	scanner, err = worker.New(worker.Config{
 		Region: ring.Region, Cluster: ring.Cluster, Service: ring.Service, WorkerID: o.instanceID,
-		WindowMinutes: o.windowMinutes, Concurrency: o.concurrency,
+		WindowMinutes: o.windowMinutes, Concurrency: o.concurrency, ClockCheck: clock,
 		Logger: parent,
 	}, store, client.Guard(), chargeExecutor{gateway})
 	if err != nil {

@@ -41,7 +41,8 @@ func (p *replay) start(ctx context.Context, r *runner) {
 	r.cluster.Downstream.SetAcceptPermanent(true)
 	r.event("downstream fixed: it accepts the steps it refused; replaying the dead letters (retryring deadletters replay --id %s)", replayID)
 	go func() {
-		rec, err := recorder.New(r.store, recorder.Config{InstanceID: "retryring-deadletters"})
+		// Unchecked: the demo runs every process on this host, on one clock, beside its own Cassandra.
+		rec, err := recorder.New(r.store, recorder.Config{InstanceID: "retryring-deadletters", UncheckedClock: true})
 		var res deadletter.ReplayResult
 		if err == nil {
 			f := deadletter.Filter{Since: r.started.Add(-time.Hour), Until: r.now()}
