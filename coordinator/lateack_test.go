@@ -121,6 +121,22 @@ func standForElection(t *testing.T, w *raftWire, from, to *Node) {
 	}
 }
 
+// logsEven waits until every node's log ends at the same index. A TimeoutNow makes its receiver a
+// candidate at once, whatever its log: a candidate whose log lags one entry (a barrier committed by
+// the other two) is refused by both, the leader steps down on seeing its higher term, and with
+// election timers of an hour nobody leads again. A leadership transfer waits for the same.
+func logsEven(t *testing.T, nodes ...*Node) {
+	t.Helper()
+	eventually(t, 10*time.Second, "every log at the same index", func() bool {
+		for _, n := range nodes[1:] {
+			if n.raft.LastIndex() != nodes[0].raft.LastIndex() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // isHeartbeat tells Raft's heartbeat from its replication: a heartbeat carries neither a previous
 // entry nor a commit index.
 func isHeartbeat(req *raft.AppendEntriesRequest) bool {
@@ -157,6 +173,7 @@ func TestLateAcknowledgementDoesNotRenewADeposedLeader(t *testing.T) {
 		}
 	})
 	l, f1, f2 := c.nodes[0], c.nodes[1], c.nodes[2]
+	logsEven(t, c.nodes...)
 	standForElection(t, wires[1], f1, l)
 	if c.leader() != l {
 		t.Fatalf("leader is not %s", l.cfg.NodeID)

@@ -78,6 +78,7 @@ func reelectedUnnoticed(t *testing.T) (x *Node, seam *frozenLeadership, old *lea
 		}
 	})
 	x, y := c.nodes[0], c.nodes[1]
+	logsEven(t, c.nodes...)
 	standForElection(t, wires[1], y, x)
 	if c.leader() != x {
 		t.Fatalf("leader is not %s", x.cfg.NodeID)
@@ -87,11 +88,13 @@ func reelectedUnnoticed(t *testing.T) (x *Node, seam *frozenLeadership, old *lea
 	seam = seams[0]
 	seam.freeze()
 
+	logsEven(t, c.nodes...)
 	standForElection(t, wires[0], x, y)
 	eventually(t, 10*time.Second, "Y leading in a later term, past its barrier", func() bool {
 		yt := y.currentTerm()
 		return yt != nil && yt.raftTerm > old.raftTerm && yt.isReady() && x.raft.State() != raft.Leader
 	})
+	logsEven(t, c.nodes...)
 	standForElection(t, wires[1], y, x)
 	eventually(t, 10*time.Second, "X leading again, two terms later", func() bool {
 		return x.raft.State() == raft.Leader && x.raft.CurrentTerm() >= old.raftTerm+2 && y.currentTerm() == nil
