@@ -15,7 +15,17 @@ import (
 const (
 	podDomain = "retryring-headless.retryring.svc.cluster.local"
 	tlsValues = "ci/tls-values.yaml"
+	// authValues are the default values plus the authentication the chart requires.
+	authValues = "ci/auth-values.yaml"
+	// authValuesAdminToken is the admin token whose hash ci/auth-values.yaml holds.
+	authValuesAdminToken = "4ee7d3467ae4c0f3515ca6bbc1876de8997f42abfd77b2077c05df457e7c656b"
 )
+
+// withAuth prepends -f ci/auth-values.yaml to extra: the values every rendering needs that is
+// not about authentication itself.
+func withAuth(extra ...string) []string {
+	return append([]string{"-f", filepath.Join(chartDir(), authValues)}, extra...)
+}
 
 // agreedFlags are the flags of issue 10 that other parts add to the binary: the chart renders
 // them by these names, only when their values are set. Once they exist in the binary this list
@@ -113,7 +123,7 @@ func checkProbe(t *testing.T, what string, p *probe, path, port, scheme string) 
 // names from the pod name, peers by DNS name, probes), both Services, the PDB, the worker
 // Deployment and the dashboard ConfigMap; every flag exists in the binary.
 func TestChartDefaults(t *testing.T) {
-	ms := render(t)
+	ms := render(t, withAuth()...)
 
 	sts := find(t, ms, "StatefulSet", "retryring")
 	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 3 {
@@ -177,8 +187,8 @@ func TestChartDefaults(t *testing.T) {
 		}
 	}
 	for _, a := range args {
-		if strings.Contains(a, "tls") || strings.Contains(a, "token") || strings.Contains(a, "secret") || strings.Contains(a, "join") {
-			t.Errorf("default values render %q: security flags must be off by default", a)
+		if strings.Contains(a, "tls") || strings.Contains(a, "join") {
+			t.Errorf("default values render %q: TLS needs Secrets the operator makes, and --join is for scaling", a)
 		}
 	}
 
@@ -317,9 +327,9 @@ func TestChartTLS(t *testing.T) {
 		"raft-tls-cert":       "retryring-raft-tls/tls.crt",
 		"raft-tls-key":        "retryring-raft-tls/tls.key",
 		"raft-tls-ca":         "retryring-raft-tls/ca.crt",
-		"worker-tokens":       "retryring-worker-tokens/tokens.yaml",
-		"admin-token-file":    "retryring-admin-token/token",
-		"cluster-secret-file": "retryring-cluster-secret/secret",
+		"worker-tokens":       "retryring-auth/worker-tokens.yaml",
+		"admin-token-file":    "retryring-auth/admin-tokens.yaml",
+		"cluster-secret-file": "retryring-auth/cluster-secret",
 	})
 	for flag, want := range map[string]string{
 		"max-connections": "2000", "max-setups-per-second": "500", "max-streams-per-ring": "1000",
@@ -335,7 +345,7 @@ func TestChartTLS(t *testing.T) {
 	w := container0(t, dep)
 	checkFlags(t, w.Args, true)
 	checkSecretFlags(t, "worker", w.Args, secretFiles(t, w, dep.Spec.Template.Spec), map[string]string{
-		"token-file":              "retryring-worker-token-orders/token",
+		"token-file":              "retryring-auth/worker-token",
 		"coordinator-ca":          "retryring-coordinator-ca/ca.crt",
 		"coordinator-cert":        "retryring-worker-orders-cert/tls.crt",
 		"coordinator-key":         "retryring-worker-orders-cert/tls.key",
@@ -375,7 +385,7 @@ func TestChartTLS(t *testing.T) {
 // TestChartJoin: with coordinator.join set the pods start with --join and without --peers (a node
 // that joins never bootstraps a cluster of its own).
 func TestChartJoin(t *testing.T) {
-	ms := render(t, "--set", "coordinator.join=retryring.retryring.svc.cluster.local:7480", "--set", "coordinator.replicas=5")
+	ms := render(t, withAuth("--set", "coordinator.join=retryring.retryring.svc.cluster.local:7480", "--set", "coordinator.replicas=5")...)
 	c := container0(t, find(t, ms, "StatefulSet", "retryring"))
 	checkFlags(t, c.Args, true)
 	if v, ok := flagValue(c.Args, "join"); !ok || v != "retryring.retryring.svc.cluster.local:7480" {
@@ -398,9 +408,12 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"coordinator.replicas=0", "/coordinator/replicas"},
 		{"worker.cassandra.consistency=MOST", "/worker/cassandra/consistency"},
 		{"coordinator.tls.secretName=Not_A_Name", "/coordinator/tls/secretName"},
-		{"coordinator.workerTokensSecret=tokens", "need coordinator.clusterSecretSecret"},
+		{"coordinator.replicas=2", "/coordinator/replicas': value must be one of 3, 5, 7, 9"},
+		{"coordinator.replicas=4", "/coordinator/replicas': value must be one of 3, 5, 7, 9"},
+		{"coordinator.workerTokensSecret=tokens", "'workerTokensSecret' not allowed"},
+		{"schema.replication=three", "/schema/replication"},
 	} {
-		_, err := helmTemplate(t, "--set", tc.set)
+		_, err := helmTemplate(t, withAuth("--set", tc.set)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--set %s: error %v, want one naming %s", tc.set, err, tc.want)
 		}
@@ -441,7 +454,7 @@ worker:
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ms := render(t, "-f", values)
+	ms := render(t, withAuth("-f", values)...)
 	c := container0(t, find(t, ms, "StatefulSet", "retryring"))
 	w := container0(t, find(t, ms, "Deployment", "retryring-worker"))
 	for _, tc := range []struct {
@@ -457,7 +470,7 @@ worker:
 			t.Errorf("--%s=%q, want %q", tc.flag, got, tc.want)
 		}
 	}
-	ms = render(t, "--set-json", "coordinator.limits.maxSetupsPerSecond=3000000.0")
+	ms = render(t, withAuth("--set-json", "coordinator.limits.maxSetupsPerSecond=3000000.0")...)
 	if got, _ := flagValue(container0(t, find(t, ms, "StatefulSet", "retryring")).Args, "max-setups-per-second"); got != "3000000" {
 		t.Errorf("--max-setups-per-second=%q, want 3000000", got)
 	}

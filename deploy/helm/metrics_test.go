@@ -61,7 +61,7 @@ func queries(t *testing.T) []string {
 			out = append(out, v.Definition)
 		}
 	}
-	ms := render(t, "--set", "metrics.prometheusRule.enabled=true")
+	ms := render(t, withAuth("--set", "metrics.prometheusRule.enabled=true")...)
 	for _, g := range find(t, ms, "PrometheusRule", "retryring").Spec.Groups {
 		for _, r := range g.Rules {
 			out = append(out, r.Expr)

@@ -95,8 +95,13 @@ type (
 	volume struct {
 		Name   string `yaml:"name"`
 		Secret *struct {
-			SecretName string `yaml:"secretName"`
+			SecretName string      `yaml:"secretName"`
+			Items      []keyToPath `yaml:"items"`
 		} `yaml:"secret"`
+	}
+	keyToPath struct {
+		Key  string `yaml:"key"`
+		Path string `yaml:"path"`
 	}
 	pvcTemplate struct {
 		Metadata metadata `yaml:"metadata"`

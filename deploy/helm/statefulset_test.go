@@ -19,18 +19,34 @@ import (
 	"github.com/retryring/retryring/internal/proc"
 )
 
-// podScript runs in a mount namespace of the pod's own (unshare --mount): it puts the test's hosts
-// file over /etc/hosts and the pod's volume directory at the data volume's mountPath, then execs
-// the pod's command. Only the pod's process sees either mount; the machine's /etc/hosts and
-// /var/lib are untouched. A tmpfs over the mountPath's parent gives the mount a point to land on
-// without creating a directory on the machine.
+// podScript runs in a mount namespace of the pod's own (unshare --mount): it puts the pod's
+// volume directory at the data volume's mountPath and gives the pod an /etc of its own: a tmpfs
+// holding a link to every entry of the machine's /etc, except hosts, which links to the test's
+// hosts file, and the directories where the pod's Secrets are mounted (/etc/retryring/...),
+// which link to the test's copies of those Secrets. Only the pod's process sees any of it; the
+// machine's /etc and /var/lib are untouched. A tmpfs over the mountPath's parent gives the data
+// volume a point to land on without creating a directory on the machine.
+//
+// Arguments: hosts file, volume, mountPath, then pairs of (Secret copy, mount path) up to "--",
+// then the command.
 const podScript = `set -e
-hosts=$1 volume=$2 mountpath=$3
-shift 3
-mount --bind "$hosts" /etc/hosts
+hosts=$1 volume=$2 mountpath=$3 etc=$4
+shift 4
 mount -t tmpfs tmpfs "$(dirname "$mountpath")"
 mkdir -p "$mountpath"
 mount --bind "$volume" "$mountpath"
+mount --bind /etc "$etc"
+mount -t tmpfs tmpfs /etc
+for f in "$etc"/* "$etc"/.[!.]*; do
+  if [ -e "$f" ] && [ "${f##*/}" != hosts ]; then ln -s "$f" "/etc/${f##*/}"; fi
+done
+ln -s "$hosts" /etc/hosts
+while [ "$1" != -- ]; do
+  mkdir -p "$(dirname "$2")"
+  ln -s "$1" "$2"
+  shift 2
+done
+shift
 exec "$@"
 `
 
@@ -46,6 +62,12 @@ type chartPods struct {
 	dir       string
 	ips       map[string]string // pod name → its current IP
 	procs     map[string]*proc.Process
+	secrets   []secretMount // the Secrets the pods mount, written out from the rendering
+}
+
+// secretMount is a Secret volume of the pod, its keys written as files into dir.
+type secretMount struct {
+	dir, mountPath string
 }
 
 // writeHosts writes the pods' names and IPs into the hosts file in place (the same inode, which
@@ -102,8 +124,15 @@ func (cp *chartPods) start(name, ip string) {
 	if err != nil {
 		cp.t.Fatalf("unshare (util-linux) is needed to give each pod its /etc/hosts: %v", err)
 	}
-	full := []string{"--mount", "--propagation", "private", "/bin/sh", "-c", podScript, "pod", cp.hosts, volume, cp.mountPath,
-		"env", "-i"}
+	etc := filepath.Join(cp.dir, "etc-"+name)
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		cp.t.Fatal(err)
+	}
+	full := []string{"--mount", "--propagation", "private", "/bin/sh", "-c", podScript, "pod", cp.hosts, volume, cp.mountPath, etc}
+	for _, m := range cp.secrets {
+		full = append(full, m.dir, m.mountPath)
+	}
+	full = append(full, "--", "env", "-i")
 	full = append(full, env...)
 	full = append(full, binary)
 	full = append(full, args...)
@@ -226,11 +255,15 @@ func TestStatefulSetCommandLines(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs each pod in a mount namespace of its own (unshare --mount) and needs root, as `make test` in CI has")
 	}
-	ms := render(t, "--set", "coordinator.listenHost=$(POD_IP)")
+	ms := render(t, withAuth("--set", "coordinator.listenHost=$(POD_IP)")...)
 	sts := find(t, ms, "StatefulSet", "retryring")
 	c := container0(t, sts)
 	dir := t.TempDir()
-	cp := &chartPods{t: t, c: c, hosts: filepath.Join(dir, "hosts"), dir: dir, ips: map[string]string{}, procs: map[string]*proc.Process{}}
+	cp := &chartPods{t: t, c: c, hosts: filepath.Join(dir, "hosts"), dir: dir, ips: map[string]string{}, procs: map[string]*proc.Process{},
+		secrets: writeSecrets(t, ms, c, sts.Spec.Template.Spec, filepath.Join(dir, "secrets"))}
+	if len(cp.secrets) == 0 {
+		t.Fatal("the coordinators mount no Secret: the default values must render an authenticated cluster")
+	}
 	for _, vm := range c.VolumeMounts {
 		if vm.Name == "data" {
 			cp.mountPath = vm.MountPath
@@ -263,6 +296,7 @@ func TestStatefulSetCommandLines(t *testing.T) {
 	v := cp.waitCluster(ctx, "three pods ready with one leader", pods...)
 	first := v.LeaderID
 	t.Logf("leader %s in term %d", first, v.RaftTerm)
+	cp.checkAdminToken(ctx, pods[0])
 
 	// The leader's pod dies (SIGKILL) and Kubernetes starts it again on its volume at a new IP.
 	if err := cp.procs[first].Kill9(); err != nil {
@@ -299,4 +333,72 @@ func TestStatefulSetCommandLines(t *testing.T) {
 		t.Fatalf("term went back from %d to %d", term, v.RaftTerm)
 	}
 	t.Logf("after killing %s too: leader %s in term %d with %s rejoined", second, v.LeaderID, v.RaftTerm, first)
+}
+
+// writeSecrets writes the keys of every Secret that c mounts (the rendered Secret, with the
+// volume's items) into a directory of its own under dir, as the kubelet would.
+func writeSecrets(t *testing.T, ms []manifest, c container, p podSpec, dir string) []secretMount {
+	t.Helper()
+	var out []secretMount
+	for _, vm := range c.VolumeMounts {
+		i := slices.IndexFunc(p.Volumes, func(v volume) bool { return v.Name == vm.Name && v.Secret != nil })
+		if i < 0 {
+			continue
+		}
+		v := p.Volumes[i]
+		data, _ := find(t, ms, "Secret", v.Secret.SecretName).raw["stringData"].(map[string]any)
+		keys := v.Secret.Items
+		if len(keys) == 0 {
+			for k := range data {
+				keys = append(keys, keyToPath{Key: k, Path: k})
+			}
+		}
+		d := filepath.Join(dir, vm.Name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			value, ok := data[k.Key].(string)
+			if !ok {
+				t.Fatalf("volume %s: key %s is not in the rendered Secret %s", vm.Name, k.Key, v.Secret.SecretName)
+			}
+			if err := os.WriteFile(filepath.Join(d, k.Path), []byte(value), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out = append(out, secretMount{dir: d, mountPath: vm.MountPath})
+	}
+	return out
+}
+
+// checkAdminToken: a mutating admin call (ctl cordon, of a worker that does not exist) is
+// refused without the admin token of ci/auth-values.yaml and passes the check with it.
+func (cp *chartPods) checkAdminToken(ctx context.Context, name string) {
+	cp.t.Helper()
+	token := filepath.Join(cp.dir, "ops.token")
+	if err := os.WriteFile(token, []byte(authValuesAdminToken+"\n"), 0o600); err != nil {
+		cp.t.Fatal(err)
+	}
+	url := "http://" + net.JoinHostPort(cp.ips[name], strconv.Itoa(cp.httpPort))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "401 Unauthorized"},
+		{[]string{"--token-file", token}, "unknown_worker"},
+	} {
+		args := append([]string{"ctl", "cordon", "nobody", "--coordinator", url}, tc.args...)
+		for {
+			out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput()
+			// A new leader acts on admin calls once its lease wait is over: until then no_leader.
+			if err != nil && strings.Contains(string(out), "no_leader") && ctx.Err() == nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				cp.t.Errorf("retryring %s: %v, %s; want an error with %q", strings.Join(args, " "), err, out, tc.want)
+			}
+			break
+		}
+	}
 }

@@ -57,10 +57,18 @@ prometheus.io/path: /metrics
 {{- end }}
 {{- end -}}
 
-{{/* A Secret mounted as a directory (not subPath, so that edits of the Secret reach the files). */}}
+{{/* A Secret mounted as a directory (not subPath, so that edits of the Secret reach the files);
+with items, only those keys. */}}
 {{- define "retryring.secretVolume" -}}
 - name: {{ .volume }}
   secret:
     secretName: {{ .secret }}
     defaultMode: 0440
+    {{- with .items }}
+    items:
+      {{- range . }}
+      - key: {{ . }}
+        path: {{ . }}
+      {{- end }}
+    {{- end }}
 {{- end -}}

@@ -1,0 +1,58 @@
+{{/*
+Authentication: worker tokens, admin tokens and the cluster secret are required. They come from a
+Secret the operator made (auth.existingSecret) or from values (rendered into <fullname>-auth). None
+is ever generated here: a randAlphaNum or lookup secret changes on every `helm template` or GitOps
+sync, which would lock the workers and the operators out at the next sync.
+*/}}
+
+{{/* The Secret that holds the auth files: the operator's, or the one this chart renders. */}}
+{{- define "retryring.authSecret" -}}
+{{- if .Values.auth.existingSecret -}}
+{{ .Values.auth.existingSecret }}
+{{- else -}}
+{{ include "retryring.fullname" . }}-auth
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the pods run with authentication, "" for auth.insecureNoAuthentication. */}}
+{{- define "retryring.authOn" -}}
+{{- if not .Values.auth.insecureNoAuthentication -}}true{{- end -}}
+{{- end -}}
+
+{{/* The ring of this release's workers, as token new --ring takes it. */}}
+{{- define "retryring.ring" -}}
+{{ .Values.worker.region }}/{{ .Values.worker.cluster }}/{{ .Values.worker.service }}
+{{- end -}}
+
+{{/*
+checkAuth fails the rendering unless authentication is fully configured one way: an existing
+Secret, every value, or the explicit opt-out. The message says how to make each piece.
+*/}}
+{{- define "retryring.checkAuth" -}}
+{{- $a := .Values.auth -}}
+{{- $inline := dict "auth.workerTokens" $a.workerTokens "auth.adminTokens" $a.adminTokens "auth.clusterSecret" $a.clusterSecret -}}
+{{- if .Values.worker.enabled }}{{ $_ := set $inline "auth.workerToken" $a.workerToken }}{{ end -}}
+{{- $given := list -}}
+{{- $missing := list -}}
+{{- range $k, $v := $inline }}{{ if $v }}{{ $given = append $given $k }}{{ else }}{{ $missing = append $missing $k }}{{ end }}{{ end -}}
+{{- if $a.insecureNoAuthentication -}}
+{{- if or $a.existingSecret $given -}}
+{{- if $a.existingSecret }}{{ $given = prepend $given "auth.existingSecret" }}{{ end -}}
+{{- fail (printf "auth.insecureNoAuthentication is true and %s set too: drop one or the other" (join ", " $given)) -}}
+{{- end -}}
+{{- else if $a.existingSecret -}}
+{{- if $given -}}
+{{- fail (printf "auth.existingSecret (%s) and %s are both set: the Secret holds every key (worker-tokens.yaml, admin-tokens.yaml, cluster-secret, worker-token); drop the values" $a.existingSecret (join ", " $given)) -}}
+{{- end -}}
+{{- else if $missing -}}
+{{- $ns := .Release.Namespace -}}
+{{- fail (printf `authentication is on and %s not set: the coordinators need worker tokens, an admin token and a cluster secret. Make them:
+  retryring token new --ring %s --name %s > worker.out   # a worker token and its line
+  sed -n 2p worker.out > worker-token; sed -n 4p worker.out > worker-tokens.yaml
+  retryring token new --name ops > ops.out               # your admin token (keep ops.token)
+  sed -n 2p ops.out > ops.token; sed -n 4p ops.out > admin-tokens.yaml
+  retryring token new | sed -n 2p > cluster-secret          # shared by the coordinators
+  kubectl -n %s create secret generic retryring-auth --from-file=worker-tokens.yaml --from-file=admin-tokens.yaml --from-file=cluster-secret --from-file=worker-token
+and install with --set auth.existingSecret=retryring-auth (or give auth.workerTokens, auth.adminTokens, auth.clusterSecret, auth.workerToken as values; retryring token hash prints the line of a token you have). docs/operations.md, "Deploy", says more. A throwaway cluster that anyone who reaches it may control: auth.insecureNoAuthentication=true` (join ", " $missing) (include "retryring.ring" .) .Values.worker.service $ns) -}}
+{{- end -}}
+{{- end -}}
