@@ -72,14 +72,15 @@ $(BIN)/venv/bin/kubernetes-validate:
 	python3 -m venv $(BIN)/venv
 	$(BIN)/venv/bin/pip install --quiet --disable-pip-version-check kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION)
 
-# The Helm chart: lint, render with the default and the TLS values, and validate every rendered
-# manifest offline against the Kubernetes schemas (strict: unknown fields fail). The Go tests of
-# deploy/helm parse the renderings back and check them (run by `test`, or alone with
+# The Helm chart: lint, render with the default values plus the authentication the chart requires
+# (ci/auth-values.yaml) and with the TLS values, and validate every rendered manifest offline
+# against the Kubernetes schemas (strict: unknown fields fail). The Go tests of deploy/helm parse
+# the renderings back and check them (run by `test`, or alone with
 # `RETRYRING_REQUIRE_HELM=1 go test ./deploy/helm`).
 chart-check: $(BIN)/helm $(BIN)/venv/bin/kubernetes-validate
-	$(BIN)/helm lint --strict $(CHART)
+	$(BIN)/helm lint --strict $(CHART) -f $(CHART)/ci/auth-values.yaml
 	$(BIN)/helm lint --strict $(CHART) -f $(CHART)/ci/tls-values.yaml
-	$(BIN)/helm template retryring $(CHART) --namespace retryring > $(BIN)/chart-default.yaml
+	$(BIN)/helm template retryring $(CHART) --namespace retryring -f $(CHART)/ci/auth-values.yaml > $(BIN)/chart-default.yaml
 	$(BIN)/helm template retryring $(CHART) --namespace retryring -f $(CHART)/ci/tls-values.yaml > $(BIN)/chart-tls.yaml
 	$(BIN)/venv/bin/kubernetes-validate --strict --quiet $(BIN)/chart-default.yaml $(BIN)/chart-tls.yaml
 
