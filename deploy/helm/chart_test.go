@@ -40,10 +40,11 @@ var agreedFlags = map[string][]string{
 
 var helpFlag = regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z0-9-]+)`)
 
-// binaryFlags lists the flags `retryring <sub> --help` shows.
+// binaryFlags lists the flags `retryring <sub> --help` shows; sub may name a nested command
+// ("schema apply").
 func binaryFlags(t *testing.T, sub string) map[string]bool {
 	t.Helper()
-	out, err := exec.Command(binary, sub, "--help").CombinedOutput()
+	out, err := exec.Command(binary, append(strings.Fields(sub), "--help")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s --help: %v\n%s", binary, sub, err, out)
 	}
