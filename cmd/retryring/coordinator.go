@@ -65,6 +65,7 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 	fs.StringVar(&peers, "peers", "", "every voter as id=raftaddr,... (the same on every node); empty: a single-node cluster")
 	fs.StringVar(&join, "join", "", "admin HTTP addresses of running coordinators (host:port,...): join their cluster as a voter; never bootstraps one (instead of --peers)")
 	fs.BoolVar(&cfg.Recover, "recover", false, "after a lost quorum: rewrite the stored Raft configuration to DATA_DIR/peers.json, else --peers, else this node alone, then start (docs/operations.md)")
+	fs.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "Raft address the other coordinators dial (default: this node's entry in --peers, else the bound address): a node started with --join on a --raft-addr of every interface (:7400) needs it")
 	fs.StringVar(&cfg.RSocketAdvertise, "rsocket-advertise", "", "RSocket address workers are redirected to (default: the bound address)")
 	fs.StringVar(&cfg.HTTPAdvertise, "http-advertise", "", "admin HTTP address other coordinators reach (default: the bound address)")
 	fs.DurationVar(&cfg.Timing.TTL, "lease-ttl", lease.DefaultTTL, "lease TTL, counted by the worker from its demand")

@@ -176,6 +176,7 @@ func TestChartDefaults(t *testing.T) {
 	for flag, want := range map[string]string{
 		"node-id":           "retryring-1",
 		"peers":             wantPeers,
+		"raft-advertise":    "retryring-1." + podDomain + ":7400",
 		"rsocket-advertise": "retryring-1." + podDomain + ":7878",
 		"http-advertise":    "retryring-1." + podDomain + ":7480",
 		"raft-addr":         ":7400",
@@ -394,6 +395,11 @@ func TestChartJoin(t *testing.T) {
 	}
 	if v, ok := flagValue(c.Args, "peers"); ok {
 		t.Errorf("--peers=%s rendered beside --join", v)
+	}
+	// Without --peers the Raft address a joining pod gives the leader is --raft-advertise: the
+	// bound :7400 would be dialled by nobody.
+	if v, _ := flagValue(c.Args, "raft-advertise"); v != "$(POD_NAME)."+podDomain+":7400" {
+		t.Errorf("--raft-advertise=%q, want the pod's DNS name", v)
 	}
 }
 
