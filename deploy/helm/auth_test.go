@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -78,7 +79,19 @@ func TestChartRequiresAuthentication(t *testing.T) {
 // TestChartAuthSecret: values become the Secret <fullname>-auth, auth.existingSecret replaces it;
 // either way each pod mounts only its own keys of it (a worker never sees the coordinators'
 // cluster secret, a coordinator never holds a worker's token), and each flag names its key.
+// Nothing is generated: two renderings are the same, byte for byte (a GitOps sync changes nothing).
 func TestChartAuthSecret(t *testing.T) {
+	first, err := helmTemplate(t, withAuth()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := helmTemplate(t, withAuth()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first, second) {
+		t.Error("two renderings of the same values differ: something is generated at render time")
+	}
 	for _, tc := range []struct {
 		name, secret string
 		args         []string

@@ -63,7 +63,11 @@ type chartPods struct {
 	ips       map[string]string // pod name → its current IP
 	procs     map[string]*proc.Process
 	secrets   []secretMount // the Secrets the pods mount, written out from the rendering
+	service   string        // the pod the client Service's name resolves to; "": not resolved
 }
+
+// clientService is the client Service's name, which --join and the workers dial.
+const clientService = "retryring.retryring.svc.cluster.local"
 
 // secretMount is a Secret volume of the pod, its keys written as files into dir.
 type secretMount struct {
@@ -83,6 +87,11 @@ func (cp *chartPods) writeHosts() {
 	slices.Sort(names)
 	for _, name := range names {
 		fmt.Fprintf(&b, "%s %s.%s\n", cp.ips[name], name, podDomain)
+	}
+	// The client Service, as the pod behind it that the test names (kube-proxy would pick any
+	// ready one).
+	if cp.service != "" {
+		fmt.Fprintf(&b, "%s %s\n", cp.ips[cp.service], clientService)
 	}
 	f, err := os.OpenFile(cp.hosts, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -379,4 +388,106 @@ func (cp *chartPods) checkAdminToken(ctx context.Context, name string) {
 		cp.t.Fatal(err)
 	}
 	checkAdminToken(ctx, cp.t, "http://"+net.JoinHostPort(cp.ips[name], strconv.Itoa(cp.httpPort)), token)
+}
+
+// TestStatefulSetScalesThroughJoin follows docs/operations.md's scaling steps with the pods'
+// rendered command lines: three pods bootstrap from --peers; `helm upgrade` with coordinator.join
+// set to the client Service's admin address and replicas 5 creates retryring-3 and -4 with empty
+// volumes and rolls the three others onto the new args (highest first, each ready before the
+// next), and all five end up voters registered at their DNS names (a joining pod's Raft address
+// is its --raft-advertise: the bound one would be dialled by nobody). Then the shrink: `ctl
+// remove-peer` retryring-4 and -3 with the admin token, the StatefulSet deletes them, and the
+// three others keep a leader.
+func TestStatefulSetScalesThroughJoin(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs each pod in a mount namespace of its own (unshare --mount) and needs root, as `make test` in CI has")
+	}
+	const join = clientService + ":7480"
+	boot := render(t, withAuth("--set", "coordinator.listenHost=$(POD_IP)", "--set", "coordinator.join=")...)
+	grown := render(t, withAuth("--set", "coordinator.listenHost=$(POD_IP)", "--set", "coordinator.join="+join, "--set", "coordinator.replicas=5")...)
+	sts := find(t, boot, "StatefulSet", "retryring")
+	dir := t.TempDir()
+	cp := &chartPods{t: t, c: container0(t, sts), hosts: filepath.Join(dir, "hosts"), dir: dir, ips: map[string]string{},
+		procs: map[string]*proc.Process{}, secrets: writeSecrets(t, boot, container0(t, sts), sts.Spec.Template.Spec, filepath.Join(dir, "secrets")),
+		service: "retryring-0"}
+	for _, vm := range cp.c.VolumeMounts {
+		if vm.Name == "data" {
+			cp.mountPath = vm.MountPath
+		}
+	}
+	cp.httpPort = portNamed(cp.c, "http")
+	cp.readyPath = cp.c.ReadinessProbe.HTTPGet.Path
+	g, err := proc.GroupIn(filepath.Join(dir, "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.group = g
+	t.Cleanup(func() { _ = g.Close() })
+
+	pods := []string{"retryring-0", "retryring-1", "retryring-2", "retryring-3", "retryring-4"}
+	for i, name := range pods {
+		cp.ips[name] = fmt.Sprintf("127.0.0.%d", 31+i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	for _, name := range pods[:3] {
+		cp.start(name, cp.ips[name])
+	}
+	cp.waitCluster(ctx, "three pods bootstrapped from --peers", pods[:3]...)
+
+	// helm upgrade: new pods at once (podManagementPolicy Parallel), the old ones rolled.
+	cp.c = container0(t, find(t, grown, "StatefulSet", "retryring"))
+	if v, ok := flagValue(cp.c.Args, "join"); !ok || v != join {
+		t.Fatalf("the grown StatefulSet's args %v: no --join=%s", cp.c.Args, join)
+	}
+	for _, name := range pods[3:] {
+		cp.start(name, cp.ips[name])
+	}
+	for _, name := range []string{"retryring-2", "retryring-1", "retryring-0"} {
+		if err := cp.procs[name].Term(30 * time.Second); err != nil {
+			t.Logf("%s: %v", name, err)
+		}
+		cp.start(name, cp.ips[name])
+		cp.waitReady(ctx, name)
+	}
+	v := cp.waitCluster(ctx, "five voters after the upgrade", pods...)
+	if len(v.Coordinators) != 5 {
+		t.Fatalf("the leader's view lists %d coordinators after growing to 5: %+v", len(v.Coordinators), v.Coordinators)
+	}
+
+	// Shrink to 3: remove-peer the two highest, highest first, then the StatefulSet deletes them.
+	token := filepath.Join(dir, "ops.token")
+	if err := os.WriteFile(token, []byte(authValuesAdminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"retryring-4", "retryring-3"} {
+		args := []string{"ctl", "remove-peer", name, "--coordinator", cp.url("retryring-0", ""), "--token-file", token}
+		if out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput(); err != nil {
+			t.Fatalf("retryring %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, name := range pods[3:] {
+		if err := cp.procs[name].Term(30 * time.Second); err != nil {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	v = cp.waitCluster(ctx, "three voters after the shrink", pods[:3]...)
+	for _, n := range v.Coordinators {
+		if !slices.Contains(pods[:3], n.ID) {
+			t.Errorf("after remove-peer and the scale-down the leader still lists %+v", n)
+		}
+	}
+}
+
+// waitReady waits until pod name answers its readiness probe, as the StatefulSet controller does
+// before it updates the next pod.
+func (cp *chartPods) waitReady(ctx context.Context, name string) {
+	cp.t.Helper()
+	for !cp.ready(ctx, name) {
+		select {
+		case <-ctx.Done():
+			cp.t.Fatalf("%s not ready: %v\n%s", name, ctx.Err(), cp.procs[name].Tail(30))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
