@@ -209,9 +209,11 @@ func dialledNames(t *testing.T, ms []manifest, notes string) dialled {
 // names the NOTES list verify too, and the namespace of the recipe is the one the docs install in.
 func TestChartTLSNamesVerify(t *testing.T) {
 	doc := filepath.Join(root, "docs", "operations.md")
-	for _, ns := range helmInstallNamespaces(t, doc) {
-		if ns != namespace {
-			t.Errorf("docs/operations.md installs the chart in namespace %s; its TLS recipe and this test use %s", ns, namespace)
+	for _, path := range []string{doc, filepath.Join(root, "README.md")} {
+		for _, ns := range helmInstallNamespaces(t, path) {
+			if ns != namespace {
+				t.Errorf("%s installs the chart in namespace %s; the TLS recipe of docs/operations.md and this test use %s", path, ns, namespace)
+			}
 		}
 	}
 	if _, err := exec.LookPath("openssl"); err != nil {
