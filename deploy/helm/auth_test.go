@@ -153,7 +153,8 @@ func mountedKeys(c container, p podSpec, secret string) []string {
 	return keys
 }
 
-// TestChartAuthRecipeWorks runs the commands the refusal prints, as a newcomer pastes them (the
+// TestChartAuthRecipeWorks runs the commands the refusal prints (docs/operations.md shows the same
+// lines), as a newcomer pastes them (the
 // kubectl line is read, not run: its --from-file keys make the Secret), installs the chart with
 // the --set it names, and starts a coordinator and a worker of the chart's ring with the files
 // where the rendered flags point: the worker is admitted, and a mutating ctl call passes with
@@ -168,11 +169,18 @@ func TestChartAuthRecipeWorks(t *testing.T) {
 	if start < 0 || end < start {
 		t.Fatalf("the refusal has no block of commands between %q and %q:\n%s", "Make them:", "then install with --set", msg)
 	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	secretName := ""
 	secretKeys := map[string]string{} // key → file
 	for _, line := range strings.Split(msg[start+len("Make them:\n"):end], "\n") {
 		line = strings.TrimSpace(line)
+		if !strings.Contains(string(doc), "\n"+line+"\n") {
+			t.Errorf("docs/operations.md does not show the refusal's command %q", line)
+		}
 		if fields := strings.Fields(line); len(fields) > 0 && fields[0] == "kubectl" {
 			secretName = kubectlSecret(t, fields, secretKeys)
 			continue
