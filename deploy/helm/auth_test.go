@@ -153,12 +153,11 @@ func mountedKeys(c container, p podSpec, secret string) []string {
 	return keys
 }
 
-// TestChartAuthRecipeWorks runs the commands the refusal prints (docs/operations.md shows the same
-// lines), as a newcomer pastes them (the
-// kubectl line is read, not run: its --from-file keys make the Secret), installs the chart with
-// the --set it names, and starts a coordinator and a worker of the chart's ring with the files
-// where the rendered flags point: the worker is admitted, and a mutating ctl call passes with
-// ops.token and is refused without it.
+// TestChartAuthRecipeWorks runs the commands the refusal prints (docs/operations.md shows the
+// same lines), as a newcomer pastes them (the kubectl line is read, not run: its --from-file keys
+// make the Secret), installs the chart with the --set it names, and starts a coordinator and a
+// worker of the chart's ring with the files where the rendered flags point: the worker is
+// admitted, and a mutating ctl call passes with ops.token and is refused without it.
 func TestChartAuthRecipeWorks(t *testing.T) {
 	_, refusal := helmTemplate(t)
 	if refusal == nil {
