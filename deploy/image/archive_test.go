@@ -42,11 +42,11 @@ const (
 	homePath     = "/var/lib/retryring"
 )
 
-// chart is what the Helm chart deploys by default: the image's reference and the uid and gid its
-// pods run as.
+// chart is what the Helm chart deploys by default: the image's tag and full reference, and the
+// uid and gid its pods run as.
 type chart struct {
-	reference string
-	uid, gid  int
+	tag, reference string
+	uid, gid       int
 }
 
 func readChart(t *testing.T) chart {
@@ -72,6 +72,7 @@ func readChart(t *testing.T) chart {
 		tag = meta.AppVersion
 	}
 	return chart{
+		tag:       tag,
 		reference: dockerReference(values.Image.Repository) + ":" + tag,
 		uid:       values.PodSecurityContext.RunAsUser,
 		gid:       values.PodSecurityContext.RunAsGroup,
@@ -106,8 +107,7 @@ func readYAML(t *testing.T, path string, v any) {
 // Without them the test is skipped, or fails under RETRYRING_REQUIRE_IMAGE=1 (`make test`).
 func archivePaths(t *testing.T, c chart) (docker, oci string) {
 	t.Helper()
-	_, tag, _ := strings.Cut(strings.TrimPrefix(c.reference, "docker.io/"), ":")
-	base := filepath.Join(root, "bin", "image", "retryring-"+tag)
+	base := filepath.Join(root, "bin", "image", "retryring-"+c.tag)
 	docker, oci = base+".docker.tar", base+".oci.tar"
 	for _, p := range []string{docker, oci} {
 		if _, err := os.Stat(p); err != nil {
