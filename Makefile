@@ -81,6 +81,8 @@ test: build image cassandra-start conformance-deps chromium chart-check
 	# FuzzRSocketServerRawBytes's seeds close connections under answers being sent: rsocket-go's
 	# DuplexConnection.Close races its own sendFrame (a send it recovers from, but -race reports it;
 	# seen once in make test), so that target runs on the coordinator's line without -race below.
+	# ./docs runs the marked blocks of README.md and docs/operations.md with bin/retryring (built above),
+	# bin/helm and bin/venv (chart-check), each file in a network namespace of its own (root, as here).
 	RETRYRING_REQUIRE_BROWSER=1 RETRYRING_REQUIRE_HELM=1 RETRYRING_REQUIRE_IMAGE=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^FuzzRSocketServerRawBytes$$' $$($(GO) list ./... | grep -v /e2e)
 	# The test build of the wall clock (package wallclock; the e2e suite builds the binary with the tag).
 	RETRYRING_TEST_CLOCK_SKEW=-900ms $(GO) test -race -count=1 -tags skewclock ./wallclock
