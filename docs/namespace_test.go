@@ -29,18 +29,20 @@ const (
 // documentedCassandra is where the docs' commands find Cassandra.
 const documentedCassandra = "127.0.0.1:9042"
 
-// namespaceScript runs as root under `unshare --net --mount`: it brings the namespace's loopback up,
-// puts the run's hosts file over /etc/hosts (seen by this mount namespace only) and becomes the
-// Cassandra forwarder, which holds the namespaces for the blocks that nsenter them.
+// namespaceScript runs as root under `unshare --pid --net --mount`: it brings the namespace's loopback
+// up, puts the run's hosts file over /etc/hosts (seen by this mount namespace only) and becomes the
+// Cassandra forwarder, the PID namespace's first process, which holds the namespaces for the blocks
+// that nsenter them. When it dies, every process of the namespace dies with it.
 const namespaceScript = `set -e
 ip link set lo up
 mount --bind "$1" /etc/hosts
 exec "$2"
 `
 
-// A namespace is a network and mount namespace for one file's blocks, held by its forwarder.
+// A namespace is a PID, network and mount namespace for one file's blocks, held by its forwarder.
 type namespace struct {
-	holder *exec.Cmd
+	holder *exec.Cmd // unshare, whose forked child is the forwarder
+	init   int       // the forwarder's PID (on the host)
 	exited chan struct{}
 	socket net.Listener
 	wg     sync.WaitGroup
@@ -100,9 +102,13 @@ func startNamespace(t *testing.T, dir, hosts, cassandra string) *namespace {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("unshare", "--net", "--mount", "--propagation", "private", "sh", "-c", namespaceScript, "ns", hostsFile, self)
+	// --kill-child and Pdeathsig: if this test process dies without its cleanups (a -timeout panic),
+	// unshare dies, its child (the namespace's first process) is killed, and with it every
+	// process the blocks started.
+	cmd := exec.Command("unshare", "--pid", "--kill-child", "--net", "--mount", "--propagation", "private",
+		"sh", "-c", namespaceScript, "ns", hostsFile, self)
 	cmd.Env = append(os.Environ(), forwardSocketEnv+"="+sock, forwardListenEnv+"="+documentedCassandra)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -124,6 +130,10 @@ func startNamespace(t *testing.T, dir, hosts, cassandra string) *namespace {
 	case line := <-ready:
 		if strings.TrimSpace(line) != "ready" {
 			t.Fatalf("the namespace did not start (its forwarder said %q): see the lines above", line)
+		}
+		children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		if ns.init, err = strconv.Atoi(strings.TrimSpace(string(children))); err != nil {
+			t.Fatalf("the namespace's first process (a child of unshare %d): %q: %v", cmd.Process.Pid, children, err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the namespace's forwarder did not say ready within 30 s")
@@ -152,9 +162,10 @@ func (ns *namespace) serve(cassandra string) {
 }
 
 // nsenter returns the command line prefix that runs a program inside the namespace, in dir
-// (entering a mount namespace moves to its root directory otherwise).
+// (entering a mount namespace moves to its root directory otherwise). nsenter forks the program
+// into the PID namespace; both stay in the caller's process group.
 func (ns *namespace) nsenter(dir string) []string {
-	return []string{"nsenter", "--target", strconv.Itoa(ns.holder.Process.Pid), "--net", "--mount", "--wd=" + dir, "--"}
+	return []string{"nsenter", "--target", strconv.Itoa(ns.init), "--pid", "--net", "--mount", "--wd=" + dir, "--"}
 }
 
 func (ns *namespace) stop() {
