@@ -21,22 +21,30 @@ import (
 	"time"
 )
 
-// recipeMarker precedes the block of docs/operations.md that makes the chart's certificates.
-const recipeMarker = "<!-- recipe: chart-tls -->"
+// The blocks of docs/operations.md that make the chart's certificates and their Secrets, by their
+// markers (docs/doc.go: the openssl block is runnable, the kubectl block rendered).
+const (
+	certificatesMarker = "<!-- runnable: chart-tls-certificates "
+	secretsMarker      = "<!-- rendered: chart-tls-secrets:"
+)
 
-// docRecipe returns the commands of the fenced block after marker in the document at path,
-// continuation lines joined.
-func docRecipe(t *testing.T, path, marker string) []string {
+// docBlock returns the commands of the fenced block right after the line that starts with marker
+// in the document at path, continuation lines joined, comments dropped.
+func docBlock(t *testing.T, path, marker string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), marker+"\n```")
-	if !ok {
-		t.Fatalf("%s has no fenced block after %q", path, marker)
+	i := strings.Index(string(b), "\n"+marker)
+	if i < 0 {
+		t.Fatalf("%s has no line starting with %q", path, marker)
 	}
-	_, rest, _ = strings.Cut(rest, "\n") // the fence's info string
+	_, rest, _ := strings.Cut(string(b)[i+1:], "\n") // the marker's line
+	fence, rest, _ := strings.Cut(rest, "\n")
+	if !strings.HasPrefix(fence, "```") {
+		t.Fatalf("%s: the line after %q is %q, not a fence", path, marker, fence)
+	}
 	block, _, ok := strings.Cut(rest, "\n```")
 	if !ok {
 		t.Fatalf("%s: the block after %q does not end", path, marker)
@@ -198,8 +206,8 @@ func dialledNames(t *testing.T, ms []manifest, notes string) dialled {
 }
 
 // TestChartTLSNamesVerify: the certificates docs/operations.md tells an operator to make (its
-// chart-tls recipe, run as written: the openssl lines by bash, the kubectl lines read for the
-// Secret each file goes into) answer for every name a client of the rendered chart dials. The
+// chart-tls-certificates block, run as written by bash, and its chart-tls-secrets block, read for
+// the Secret each file goes into) answer for every name a client of the rendered chart dials. The
 // doc's own commands make the certificate, so the doc cannot drift from what is checked. For
 // ci/tls-values.yaml, with and without coordinator.join (scaling): the coordinators' certificate
 // verifies, against the CA the workers and ctl trust, for each pod's advertised names, the
@@ -220,20 +228,12 @@ func TestChartTLSNamesVerify(t *testing.T) {
 		t.Fatalf("openssl runs the doc's recipe: %v", err)
 	}
 	dir := t.TempDir()
-	var shell, kubectl []string
-	for _, cmd := range docRecipe(t, doc, recipeMarker) {
-		if strings.HasPrefix(cmd, "kubectl ") {
-			kubectl = append(kubectl, cmd)
-		} else {
-			shell = append(shell, cmd)
-		}
-	}
-	run := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(shell, "\n"))
+	run := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(docBlock(t, doc, certificatesMarker), "\n"))
 	run.Dir = dir
 	if out, err := run.CombinedOutput(); err != nil {
 		t.Fatalf("the doc's recipe: %v\n%s", err, out)
 	}
-	secrets := recipeSecrets(t, kubectl, dir)
+	secrets := recipeSecrets(t, docBlock(t, doc, secretsMarker), dir)
 
 	for _, extra := range [][]string{nil, {"--set", "coordinator.join=retryring.retryring.svc.cluster.local:7480", "--set", "coordinator.replicas=5"}} {
 		args := append([]string{"-f", filepath.Join(chartDir(), tlsValues)}, extra...)
