@@ -87,6 +87,7 @@ func TestChartNotesCommands(t *testing.T) {
 		}
 
 		forwarded := map[string]bool{} // local ports a printed port-forward listens on
+		savedCA := ""                  // the file a printed kubectl line saves the coordinators' CA to
 		for _, f := range commandLines(notes, "kubectl") {
 			switch {
 			case slices.Contains(f, "port-forward"):
@@ -103,14 +104,16 @@ func TestChartNotesCommands(t *testing.T) {
 				}
 				forwarded[local] = true
 			case slices.Contains(f, "secret") && slices.Contains(f, "get"):
-				// The CA file: the Secret the workers verify the coordinators with.
-				ca := container0(t, find(t, ms, "Deployment", "retryring-worker"))
-				v, _ := flagValue(ca.Args, "coordinator-ca")
-				mounts := secretFiles(t, ca, find(t, ms, "Deployment", "retryring-worker").Spec.Template.Spec)
-				secret := f[slices.Index(f, "secret")+1]
-				if mounts[filepath.Dir(v)] != secret || !strings.Contains(strings.Join(f, " "), `{.data.ca\.crt}`) || f[len(f)-1] != "coord-ca.crt" {
-					t.Errorf("%s: %q: want key ca.crt of the workers' --coordinator-ca Secret %q saved to coord-ca.crt", tc.name, strings.Join(f, " "), mounts[filepath.Dir(v)])
+				// The CA file: from the Secret the workers verify the coordinators with.
+				dep := find(t, ms, "Deployment", "retryring-worker")
+				w := container0(t, dep)
+				v, _ := flagValue(w.Args, "coordinator-ca")
+				want := secretFiles(t, w, dep.Spec.Template.Spec)[filepath.Dir(v)]
+				if f[slices.Index(f, "secret")+1] != want || !strings.Contains(strings.Join(f, " "), `{.data.ca\.crt}`) {
+					t.Errorf("%s: %q: want key ca.crt of the workers' --coordinator-ca Secret %q", tc.name, strings.Join(f, " "), want)
+					continue
 				}
+				savedCA = f[len(f)-1]
 			}
 		}
 
@@ -126,10 +129,13 @@ func TestChartNotesCommands(t *testing.T) {
 			if f[1] != "ctl" {
 				continue
 			}
-			_, hasCA := ctlFlag(f, "ca")
+			ca, hasCA := ctlFlag(f, "ca")
 			token, hasToken := ctlFlag(f, "token-file")
 			if hasCA != tc.tls || hasToken != tc.auth {
 				t.Errorf("%s: %q: --ca %v, --token-file %v; want %v and %v", tc.name, line, hasCA, hasToken, tc.tls, tc.auth)
+			}
+			if hasCA && ca != savedCA {
+				t.Errorf("%s: %q: --ca %s, which no printed kubectl line saves (it saves %q)", tc.name, line, ca, savedCA)
 			}
 			if hasToken && !strings.Contains(notes, token+": the admin token `retryring token new --name ops` printed") {
 				t.Errorf("%s: %q: NOTES do not say where %s comes from", tc.name, line, token)

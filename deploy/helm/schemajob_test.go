@@ -52,7 +52,7 @@ func TestChartSchemaJob(t *testing.T) {
 		}
 		jobSpec, _ := job.raw["spec"].(map[string]any)
 		for _, field := range []string{"backoffLimit", "activeDeadlineSeconds"} {
-			if n, ok := jobSpec[field].(int); !ok || n <= 0 && field == "activeDeadlineSeconds" {
+			if n, ok := jobSpec[field].(int); !ok || n <= 0 {
 				t.Errorf("%s: schema Job %s = %v", tc.name, field, jobSpec[field])
 			}
 		}
