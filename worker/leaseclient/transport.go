@@ -14,6 +14,7 @@ import (
 	"github.com/rsocket/rsocket-go/payload"
 	"github.com/rsocket/rsocket-go/rx/mono"
 
+	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -204,9 +205,26 @@ func (s *session) withTLSAlert(err error) error {
 		return err
 	}
 	if alert := s.conn.tlsAlert(); alert != nil {
+		if refused := certificateRefused(alert); refused != nil {
+			return fmt.Errorf("%w: %w", err, refused)
+		}
 		return fmt.Errorf("%w: the coordinator refused the TLS connection: %w", err, alert)
 	}
 	return err
+}
+
+// certificateRefused says, naming the worker's flags, that the coordinator refused this worker's
+// client certificate, if err is such a refusal; else nil.
+func certificateRefused(err error) error {
+	reason, required, ok := tlsfiles.CertificateRefusal(err)
+	switch {
+	case !ok:
+		return nil
+	case required:
+		return fmt.Errorf("the coordinator requires a client certificate: give the worker --coordinator-cert and --coordinator-key (%w)", err)
+	default:
+		return fmt.Errorf("the coordinator refused this worker's client certificate (--coordinator-cert): %s (%w)", reason, err)
+	}
 }
 
 // close closes the connection; rsocket-go then errors every stream and request on it.
