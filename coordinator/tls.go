@@ -541,6 +541,7 @@ type tlsLogs struct {
 // rsocketHandshakeFailed logs why a worker connection's handshake failed: a worker with a
 // certificate of the wrong CA, an expired one or none at all shows up here.
 func (n *Node) rsocketHandshakeFailed(remote net.Addr, err error) {
+	n.limits.explain(remote.String())
 	n.tlsLog.rsocket.log(n.log.With().Stringer("remote", remote).Logger(), "RSocket TLS: a worker connection was refused", err)
 }
 

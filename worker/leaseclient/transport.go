@@ -14,6 +14,7 @@ import (
 	"github.com/rsocket/rsocket-go/payload"
 	"github.com/rsocket/rsocket-go/rx/mono"
 
+	"github.com/retryring/retryring/internal/rsocketerr"
 	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/lease"
 )
@@ -54,7 +55,7 @@ func remoteError(err error) (out error) {
 		if errors.Is(err, ErrDisconnected) {
 			return err // block already said how the connection was lost
 		}
-		return fmt.Errorf("%w: %w", ErrDisconnected, err)
+		return fmt.Errorf("%w: %w", ErrDisconnected, readable{err})
 	}
 	code := re.ErrorCode()
 	data := bytes.Clone(re.ErrorData())
@@ -72,6 +73,14 @@ func remoteError(err error) (out error) {
 		return fmt.Errorf("%w: rsocket %s: %.200s", ErrDisconnected, code, data)
 	}
 }
+
+// readable is an error of rsocket-go with the text rsocketerr.Readable makes of it ("read frame
+// failed: EOF", not "read frame failed:: EOF"); errors.Is and errors.As still see the cause.
+type readable struct{ err error }
+
+func (r readable) Error() string { return rsocketerr.Readable(r.err.Error()) }
+
+func (r readable) Unwrap() error { return r.err }
 
 // redirectTarget returns the leader's address if err is a not_leader that names one.
 func redirectTarget(err error) (leaderID, addr string, ok bool) {
