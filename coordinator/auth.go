@@ -55,13 +55,11 @@ func (n *Node) startAuth() error {
 	a := &authenticator{refusalLog: log.Sample(&zerolog.BurstSampler{Burst: refusalLogBurst, Period: time.Second})}
 	if p := n.cfg.WorkerTokensFile; p != "" {
 		a.workers = &watchedFile[workerTokens]{what: "--worker-tokens", path: p, parse: parseWorkerTokens, log: log,
-			summary: func(v *workerTokens) string {
-				return fmt.Sprintf("%s for %s", plural(v.count, "token"), plural(len(v.byRing), "ring"))
-			}}
+			summary: (*workerTokens).summary}
 	}
 	if p := n.cfg.AdminTokenFile; p != "" {
 		a.admins = &watchedFile[adminTokens]{what: "--admin-token-file", path: p, parse: parseAdminTokens, log: log,
-			summary: func(v *adminTokens) string { return plural(len(v.tokens), "admin token") }}
+			summary: (*adminTokens).summary}
 	}
 	if p := n.cfg.ClusterSecretFile; p != "" {
 		a.secret = &watchedFile[clusterSecret]{what: "--cluster-secret-file", path: p, parse: parseClusterSecret, log: log,

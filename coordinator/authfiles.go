@@ -90,8 +90,15 @@ type workerTokens struct {
 	count  int
 }
 
+// summary says what the file holds, for the lines that log its loads: "3 tokens for 2 rings".
+func (wt *workerTokens) summary() string {
+	return plural(wt.count, "token") + " for " + plural(len(wt.byRing), "ring")
+}
+
 // adminTokens is a parsed --admin-token-file.
 type adminTokens struct{ tokens []namedDigest }
+
+func (at *adminTokens) summary() string { return plural(len(at.tokens), "admin token") }
 
 // clusterSecret is a parsed --cluster-secret-file: the secret itself (every coordinator sends it)
 // and its digest (what requests are compared with).

@@ -60,7 +60,7 @@ func TestAuthFileReloadsSayWhatHappened(t *testing.T) {
 	path := filepath.Join(authDir(t), "workers.yaml")
 	var logs bytes.Buffer
 	w := &watchedFile[workerTokens]{what: "--worker-tokens", path: path, parse: parseWorkerTokens,
-		log: zerolog.New(&logs), summary: func(v *workerTokens) string { return plural(v.count, "token") + " for " + plural(len(v.byRing), "ring") }}
+		log: zerolog.New(&logs), summary: (*workerTokens).summary}
 	lines := func() []string {
 		var out []string
 		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
