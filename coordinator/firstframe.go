@@ -30,17 +30,16 @@ func (n *Node) closedBeforeSetupLogger() func(remote string, r refusal, readErr 
 }
 
 // closedBeforeSetupReason says why a connection ended before its SETUP was admitted; false when
-// this node closed it itself (it is stopping).
+// this side closed it with no failed read of the client's.
 func (n *Node) closedBeforeSetupReason(r refusal, readErr error) (string, bool) {
 	switch {
 	case r == refusedSetupTimeout:
 		return fmt.Sprintf("with no SETUP admitted within %v", n.cfg.SetupTimeout), true
 	case r == refusedSetupTooLarge:
 		return fmt.Sprintf("after sending more than %d KiB before its SETUP", maxSetupBytes>>10), true
-	case readErr == nil:
-		// rsocket-go read a first frame and closed the connection itself.
-		return "after a first frame that is not a SETUP this coordinator takes", true
-	case errors.Is(readErr, net.ErrClosed):
+	case readErr == nil, errors.Is(readErr, net.ErrClosed):
+		// This side closed it: rsocket-go after a first frame it could not use (its own line
+		// says which), the TLS layer after a failed handshake (logged), or the node stopping.
 		return "", false
 	case errors.Is(readErr, io.EOF):
 		return "before its first frame: EOF (the client hung up)", true

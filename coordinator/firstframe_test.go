@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,20 @@ func TestAConnectionClosedBeforeItsFirstFrameIsOneLineWithItsAddress(t *testing.
 	for _, m := range logs.messages() {
 		if strings.Contains(m, refused.LocalAddr().String()) || strings.Contains(m, "read first frame failed") {
 			t.Errorf("logged %q", m)
+		}
+	}
+
+	// On a TLS port, a client that hangs up during the handshake has the handshake's line alone.
+	tlsLogs := &syncBuffer{}
+	tlsNode := newTLSCluster(t, 1, newPKI(t), func(_ int, cfg *Config) { cfg.Logger = zerolog.New(tlsLogs).Level(zerolog.InfoLevel) }).leader()
+	hungUpTLS := dialRaw(t, tlsNode.RSocketAddr())
+	_ = hungUpTLS.Close()
+	eventually(t, 5*time.Second, "the handshake's line", func() bool {
+		return slices.Contains(tlsLogs.messages(), "RSocket TLS: a worker connection was refused")
+	})
+	for _, m := range tlsLogs.messages() {
+		if strings.HasPrefix(m, "rsocket: connection from") {
+			t.Errorf("a failed TLS handshake logged twice: %q", m)
 		}
 	}
 }

@@ -179,10 +179,12 @@ func (c *serverTLSConn) handshake() error {
 	c.once.Do(func() {
 		c.err = c.doHandshake()
 		if c.err != nil {
-			_ = c.raw.Close()
+			// Told before the close: the close of a connection whose failure has its line
+			// logs nothing more (limits.explain).
 			if c.failed != nil {
 				c.failed(c.raw.RemoteAddr(), c.err)
 			}
+			_ = c.raw.Close()
 		}
 	})
 	return c.err
