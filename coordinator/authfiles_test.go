@@ -1,9 +1,6 @@
 package coordinator
 
 import (
-	"bytes"
-	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,50 +54,47 @@ func secret(b []byte) error  { _, err := parseClusterSecret(b); return err }
 // TestAuthFileReloadsSayWhatHappened: a Secret edited at run time logs, once per change, why a
 // broken content is not used, and when a usable one is taken (a new one, or the old one back).
 func TestAuthFileReloadsSayWhatHappened(t *testing.T) {
-	path := filepath.Join(authDir(t), "workers.yaml")
-	var logs bytes.Buffer
-	w := &watchedFile[workerTokens]{what: "--worker-tokens", path: path, parse: parseWorkerTokens,
-		log: zerolog.New(&logs), summary: (*workerTokens).summary}
-	lines := func() []string {
-		var out []string
-		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-			var v struct{ Level, Message string }
-			if l != "" && json.Unmarshal([]byte(l), &v) == nil {
-				out = append(out, v.Level+": "+v.Message)
-			}
-		}
-		logs.Reset()
-		return out
-	}
+	dir := authDir(t)
+	first := tokenLine(testRing, tokOrders)
+	writeStandardAuth(t, dir)
+	path := filePath(dir, "workers.yaml")
+	writeAuthFile(t, path, first)
+	logs := &syncBuffer{}
+	n := newCluster(t, 1, func(_ int, cfg *Config) {
+		cfg.WorkerTokensFile, cfg.ClusterSecretFile = path, filePath(dir, "secret")
+		cfg.Logger = zerolog.New(logs).Level(zerolog.InfoLevel)
+	}).leader()
+	seen := 0
 	expect := func(step string, want ...string) {
 		t.Helper()
-		got := lines()
+		var got []string
+		for _, m := range logs.messages()[seen:] {
+			seen++
+			if strings.Contains(m, "--worker-tokens") {
+				got = append(got, m)
+			}
+		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s: logged\n%s\nwant\n%s", step, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
+	expect("first load", "loaded --worker-tokens "+path+": 1 token for 1 ring")
 
-	first := tokenLine(testRing, tokOrders)
-	writeAuthFile(t, path, first)
-	if err := w.load(); err != nil {
-		t.Fatal(err)
-	}
-	expect("first load", "info: loaded --worker-tokens "+path+": 1 token for 1 ring")
-
+	// The node re-reads the file every second too: whoever reads a change, it is logged once.
 	writeAuthFile(t, path, first+"- {ring: eu/c1/orders, hashh: x}\n")
 	for range 3 {
-		_ = w.check()
+		_ = n.auth.workers.check()
 	}
-	expect("a broken edit, polled three times",
-		"error: cannot use the changed --worker-tokens "+path+`: line 2: field "hashh" not found; entries take ring, hash, name; keeping the last good content`)
+	expect("a broken edit, read three times",
+		"cannot use the changed --worker-tokens "+path+`: line 2: field "hashh" not found; entries take ring, hash, name; keeping the last good content`)
 
 	writeAuthFile(t, path, first)
-	_ = w.check()
-	_ = w.check()
-	expect("the edit undone", "info: --worker-tokens "+path+" is usable again, as it was: 1 token for 1 ring still in force")
+	_ = n.auth.workers.check()
+	_ = n.auth.workers.check()
+	expect("the edit undone", "--worker-tokens "+path+" is usable again, as it was: 1 token for 1 ring still in force")
 
 	writeAuthFile(t, path, first+tokenLine(testRing, tokOrdersNew)+tokenLine(otherRing, tokOther))
-	_ = w.check()
-	_ = w.check()
-	expect("a new token", "info: reloaded --worker-tokens "+path+": 3 tokens for 2 rings")
+	_ = n.auth.workers.check()
+	_ = n.auth.workers.check()
+	expect("new tokens", "reloaded --worker-tokens "+path+": 3 tokens for 2 rings")
 }
