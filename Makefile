@@ -16,7 +16,7 @@ export CASSANDRA_TOMBSTONE_WARN ?= 100
 TEST_TIMEOUT ?= 30m
 
 .PHONY: all build test test-unit test-go lint vet fmt demo chaos bench bench-ring bench-flow bench-swarm clean \
-        chart-check cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium
+        chart-check image image-deps cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium
 
 all: build
 
@@ -28,6 +28,36 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/retryring ./cmd/retryring
+
+# The image (Dockerfile): named and tagged as the chart deploys it by default (image.repository,
+# and the chart's appVersion as image.tag). Debian's buildah builds it without a daemon, in a storage
+# of its own under bin/image (vfs: no overlay mounts, which a container may refuse); nothing is
+# pulled. The binary is built here, static, with the version and commit of `make build`. Then
+# `docker load -i bin/image/retryring-<tag>.docker.tar`, or `podman load -i ...oci.tar`.
+IMAGE_DIR := $(BIN)/image
+IMAGE_CONTEXT := $(IMAGE_DIR)/context
+IMAGE_REPOSITORY := docker.io/retryring/retryring
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' $(CHART)/Chart.yaml)
+IMAGE_ARCHIVE := $(IMAGE_DIR)/retryring-$(IMAGE_TAG)
+BUILDAH := buildah --root $(abspath $(IMAGE_DIR))/storage --runroot $(abspath $(IMAGE_DIR))/run --storage-driver vfs
+
+image-deps:
+	@command -v buildah >/dev/null && test -s /etc/ssl/certs/ca-certificates.crt || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah ca-certificates; }
+
+image: image-deps
+	@test -n "$(IMAGE_TAG)" || { echo "image: no appVersion in $(CHART)/Chart.yaml: set IMAGE_TAG"; exit 1; }
+	mkdir -p $(IMAGE_CONTEXT)/home $(IMAGE_CONTEXT)/var/lib
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_CONTEXT)/retryring ./cmd/retryring
+	cp /etc/ssl/certs/ca-certificates.crt deploy/image/passwd deploy/image/group $(IMAGE_CONTEXT)/
+	$(BUILDAH) bud --quiet --isolation chroot -f Dockerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$(COMMIT) \
+		-t $(IMAGE_REPOSITORY):$(IMAGE_TAG) $(IMAGE_CONTEXT)
+	rm -f $(IMAGE_ARCHIVE).docker.tar $(IMAGE_ARCHIVE).oci.tar
+	$(BUILDAH) push --quiet $(IMAGE_REPOSITORY):$(IMAGE_TAG) docker-archive:$(IMAGE_ARCHIVE).docker.tar:$(IMAGE_REPOSITORY):$(IMAGE_TAG)
+	$(BUILDAH) push --quiet $(IMAGE_REPOSITORY):$(IMAGE_TAG) oci-archive:$(IMAGE_ARCHIVE).oci.tar:$(IMAGE_REPOSITORY):$(IMAGE_TAG)
+	@# The images this tag named before take only room (one a leftover container uses stays).
+	@$(BUILDAH) rmi --prune >/dev/null 2>&1 || true
+	@echo "image $(IMAGE_REPOSITORY):$(IMAGE_TAG) (retryring $(VERSION), commit $(COMMIT)): $(IMAGE_ARCHIVE).docker.tar, $(IMAGE_ARCHIVE).oci.tar"
 
 vet:
 	$(GO) vet ./...
@@ -44,13 +74,16 @@ lint: $(BIN)/golangci-lint
 	$(BIN)/golangci-lint run ./...
 
 # Everything: a real Cassandra (started if not running), the JS conformance client, Debian's chromium for
-# the ring page's browser test (required here, skipped by a plain `go test` without it), all Go tests with -race.
-test: build cassandra-start conformance-deps chromium chart-check
+# the ring page's browser test (required here, skipped by a plain `go test` without it), the image (its
+# tests in deploy/image run a coordinator from it: required here too), all Go tests with -race.
+test: build image cassandra-start conformance-deps chromium chart-check
 	$(GO) vet ./...
 	# FuzzRSocketServerRawBytes's seeds close connections under answers being sent: rsocket-go's
 	# DuplexConnection.Close races its own sendFrame (a send it recovers from, but -race reports it;
 	# seen once in make test), so that target runs on the coordinator's line without -race below.
-	RETRYRING_REQUIRE_BROWSER=1 RETRYRING_REQUIRE_HELM=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^FuzzRSocketServerRawBytes$$' $$($(GO) list ./... | grep -v /e2e)
+	# ./docs runs the marked blocks of README.md and docs/operations.md with bin/retryring (built above),
+	# bin/helm and bin/venv (chart-check), each file in a network namespace of its own (root, as here).
+	RETRYRING_REQUIRE_BROWSER=1 RETRYRING_REQUIRE_HELM=1 RETRYRING_REQUIRE_IMAGE=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^FuzzRSocketServerRawBytes$$' $$($(GO) list ./... | grep -v /e2e)
 	# The test build of the wall clock (package wallclock; the e2e suite builds the binary with the tag).
 	RETRYRING_TEST_CLOCK_SKEW=-900ms $(GO) test -race -count=1 -tags skewclock ./wallclock
 	# The end-to-end suite restarts the shared Cassandra in one scenario, so it runs alone, after the rest.

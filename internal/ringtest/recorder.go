@@ -50,6 +50,13 @@ type Event struct {
 	Epoch       uint64
 	Ranges      lease.Ranges
 	Node0       bool
+	// Expiry is when an installed element (EventInstall) stops being usable, an instant of the
+	// history: an element that merges into the interval before it extends that interval's end, so
+	// the end a worker held just before an element is only known from the events.
+	Expiry time.Duration
+	// Demanded is when the worker sent the demand an installed element answers (its ValidFrom):
+	// an element answering a demand sent after a leader was killed came from another leader.
+	Demanded time.Duration
 	// Fault is set on events that change membership or the network: a settled window ends there.
 	Fault bool
 	// Err is the outcome of an operation (EventWorkerLeft), if it failed.
@@ -147,7 +154,8 @@ func (r *Recorder) Install(worker, incarnation string, l lease.Lease) {
 	r.lastAt[h] = at
 	r.events = append(r.events, Event{
 		Kind: EventInstall, At: at, Worker: worker, Incarnation: incarnation,
-		Epoch: l.Epoch, Ranges: ranges, Node0: l.IsNode0(),
+		Epoch: l.Epoch, Ranges: ranges, Node0: l.IsNode0(), Expiry: expiry,
+		Demanded: r.Instant(l.ValidFrom),
 	})
 	if o := r.open[h]; o != nil {
 		if o.expiry >= at && expiry > at && o.iv.Epoch == l.Epoch && o.iv.NodeIndex == l.NodeIndex &&

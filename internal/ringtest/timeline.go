@@ -24,6 +24,26 @@ func (c *Cluster) Last(kind EventKind, worker string) (Event, bool) {
 	return Event{}, false
 }
 
+// WaitAnswerAfter waits (bounded) for w's first installed element that answers a demand sent at
+// or after since: after a leader kill, the new leader's first element (one of the killed leader's,
+// still in flight, answers an earlier demand).
+func (c *Cluster) WaitAnswerAfter(w *Worker, since, timeout time.Duration) (time.Duration, error) {
+	var at time.Duration
+	err := poll(timeout, func() bool {
+		for _, e := range c.rec.Events() {
+			if e.Kind == EventInstall && e.Demanded >= since && e.Worker == w.ID && e.Incarnation == w.Incarnation {
+				at = e.At
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s installed no answer to a demand sent after %v within %v", w.Holder(), since, timeout)
+	}
+	return at, nil
+}
+
 // WaitInstallAfter waits (bounded) for w's first installed element at or after since: after a
 // leader kill, the moment w's lease stream resumed.
 func (c *Cluster) WaitInstallAfter(w *Worker, since, timeout time.Duration) (time.Duration, error) {
