@@ -55,14 +55,15 @@ func (n *Node) startAuth() error {
 	a := &authenticator{refusalLog: log.Sample(&zerolog.BurstSampler{Burst: refusalLogBurst, Period: time.Second})}
 	if p := n.cfg.WorkerTokensFile; p != "" {
 		a.workers = &watchedFile[workerTokens]{what: "--worker-tokens", path: p, parse: parseWorkerTokens, log: log,
-			loaded: func(ev *zerolog.Event, v *workerTokens) { ev.Int("tokens", v.count).Int("rings", len(v.byRing)) }}
+			summary: (*workerTokens).summary}
 	}
 	if p := n.cfg.AdminTokenFile; p != "" {
 		a.admins = &watchedFile[adminTokens]{what: "--admin-token-file", path: p, parse: parseAdminTokens, log: log,
-			loaded: func(ev *zerolog.Event, v *adminTokens) { ev.Int("tokens", len(v.tokens)) }}
+			summary: (*adminTokens).summary}
 	}
 	if p := n.cfg.ClusterSecretFile; p != "" {
-		a.secret = &watchedFile[clusterSecret]{what: "--cluster-secret-file", path: p, parse: parseClusterSecret, log: log}
+		a.secret = &watchedFile[clusterSecret]{what: "--cluster-secret-file", path: p, parse: parseClusterSecret, log: log,
+			summary: func(*clusterSecret) string { return "the cluster secret" }}
 	}
 	for _, err := range []error{loadIf(a.workers), loadIf(a.admins), loadIf(a.secret)} {
 		if err != nil {
@@ -220,11 +221,15 @@ func (n *Node) authorizeHTTP(w http.ResponseWriter, r *http.Request) bool {
 		}
 	}
 	n.metrics.refused(refusedAdmin)
-	msg := "this call needs Authorization: Bearer <token> (--admin-token-file)"
+	// The client reads what it must send; this node's log names the file that decides.
+	msg := "this call needs an admin token (Authorization: Bearer <token>)"
+	reason := "no bearer token; " + a.admins.what + " requires one for every change"
 	if r.Header.Get("Authorization") != "" {
-		msg = "the bearer token was refused"
+		msg = "the admin token was refused (mistyped, revoked, or not an admin token)"
+		reason = "the bearer token is not in " + a.admins.what + " " + a.admins.path
 	}
-	a.refusalLog.Info().Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Str("reason", msg).Msg("admin call refused")
+	a.refusalLog.Info().Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Str("reason", reason).
+		Msg("admin call refused: " + reason)
 	writeUnauthorized(w, msg)
 	return false
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,8 +90,15 @@ type workerTokens struct {
 	count  int
 }
 
+// summary says what the file holds, for the lines that log its loads: "3 tokens for 2 rings".
+func (wt *workerTokens) summary() string {
+	return plural(wt.count, "token") + " for " + plural(len(wt.byRing), "ring")
+}
+
 // adminTokens is a parsed --admin-token-file.
 type adminTokens struct{ tokens []namedDigest }
+
+func (at *adminTokens) summary() string { return plural(len(at.tokens), "admin token") }
 
 // clusterSecret is a parsed --cluster-secret-file: the secret itself (every coordinator sends it)
 // and its digest (what requests are compared with).
@@ -103,30 +111,102 @@ type fileEntry struct {
 	Ring string `yaml:"ring"`
 	Hash string `yaml:"hash"`
 	Name string `yaml:"name"`
+	// line is where the entry starts in the file, for errors.
+	line int
 }
 
-// decodeEntries reads a YAML sequence of entries, refusing unknown keys.
-func decodeEntries(data []byte) ([]fileEntry, error) {
+// Keys of the entries of each file, as its errors name them.
+const (
+	workerEntryKeys = "ring, hash, name"
+	adminEntryKeys  = "hash, name"
+)
+
+// decodeEntries reads a YAML sequence of entries, refusing unknown keys. keys lists the keys an
+// entry takes, for the error about one it does not.
+func decodeEntries(data []byte, keys string) ([]fileEntry, error) {
 	var entries []fileEntry
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&entries); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("not a YAML list of entries: %s", firstLine(err.Error()))
+		return nil, yamlProblem(err, keys)
+	}
+	// The entries decoded, so the document is a sequence of as many nodes: their lines.
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) == nil && len(doc.Content) == 1 {
+		for i, item := range doc.Content[0].Content {
+			if i < len(entries) {
+				entries[i].line = item.Line
+			}
+		}
 	}
 	return entries, nil
+}
+
+// yamlTypeProblem matches the lines of a *yaml.TypeError that yamlProblem rewrites.
+var (
+	yamlUnknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type \S+$`)
+	yamlWrongKind    = regexp.MustCompile(`^line (\d+): cannot unmarshal !!(\w+) (?:` + "`" + `[^` + "`" + `]*` + "`" + ` )?into (\S+)$`)
+)
+
+// yamlKinds names YAML's tags for people.
+var yamlKinds = map[string]string{"map": "a mapping", "seq": "a list", "str": "a string", "int": "a number",
+	"float": "a number", "bool": "a boolean", "null": "nothing", "timestamp": "a timestamp", "binary": "binary data"}
+
+// yamlProblem rewrites a decoding error of a tokens file into one line that says where and what:
+// yaml.v3 puts every problem on a line of its own after "yaml: unmarshal errors:", and names Go
+// types, not what the file should hold.
+func yamlProblem(err error, keys string) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("not YAML: %s", strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: "), "\n", " "))
+	}
+	problems := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		e = strings.TrimSpace(e)
+		if m := yamlUnknownField.FindStringSubmatch(e); m != nil {
+			problems = append(problems, fmt.Sprintf("line %s: field %.60q not found; entries take %s", m[1], m[2], keys))
+			continue
+		}
+		if m := yamlWrongKind.FindStringSubmatch(e); m != nil {
+			found := yamlKinds[m[2]]
+			if found == "" {
+				found = "!!" + m[2]
+			}
+			want := "a text value"
+			switch {
+			case strings.HasPrefix(m[3], "[]"):
+				want = "a list of entries (- {" + keys + "})"
+			case strings.HasSuffix(m[3], "fileEntry"):
+				want = "an entry {" + keys + "}"
+			}
+			problems = append(problems, fmt.Sprintf("line %s: want %s, found %s", m[1], want, found))
+			continue
+		}
+		problems = append(problems, e)
+	}
+	// A key may hold a line break; the error stays one line.
+	return errors.New(strings.ReplaceAll(strings.Join(problems, "; "), "\n", " "))
+}
+
+// where names an entry in errors: its line, and its place among the entries.
+func (e fileEntry) where(i int) string {
+	if e.line > 0 {
+		return fmt.Sprintf("line %d (entry %d)", e.line, i+1)
+	}
+	return fmt.Sprintf("entry %d", i+1)
 }
 
 func parseDigest(i int, e fileEntry) (namedDigest, error) {
 	h, ok := strings.CutPrefix(e.Hash, HashPrefix)
 	var d tokenDigest
 	if !ok || len(h) != hex.EncodedLen(len(d)) {
-		return namedDigest{}, fmt.Errorf(`entry %d: hash must be "sha256:" and 64 hex digits (make one with: retryring token hash); plain tokens never go in this file`, i+1)
+		return namedDigest{}, fmt.Errorf(`%s: hash must be "sha256:" and 64 hex digits (make one with: retryring token hash); plain tokens never go in this file`, e.where(i))
 	}
 	if _, err := hex.Decode(d[:], []byte(h)); err != nil {
-		return namedDigest{}, fmt.Errorf("entry %d: hash: %v", i+1, err)
+		return namedDigest{}, fmt.Errorf("%s: hash: %v", e.where(i), err)
 	}
 	if len(e.Name) > 128 {
-		return namedDigest{}, fmt.Errorf("entry %d: name longer than 128 bytes", i+1)
+		return namedDigest{}, fmt.Errorf("%s: name longer than 128 bytes", e.where(i))
 	}
 	return namedDigest{digest: d, name: e.Name}, nil
 }
@@ -146,18 +226,18 @@ func ParseRing(s string) (lease.RingKey, error) {
 
 // parseWorkerTokens reads a --worker-tokens file. An empty file is valid: it admits nobody.
 func parseWorkerTokens(data []byte) (*workerTokens, error) {
-	entries, err := decodeEntries(data)
+	entries, err := decodeEntries(data, workerEntryKeys)
 	if err != nil {
 		return nil, err
 	}
 	wt := &workerTokens{byRing: map[lease.RingKey][]namedDigest{}}
 	for i, e := range entries {
 		if e.Ring == "" {
-			return nil, fmt.Errorf("entry %d: no ring (want ring: REGION/CLUSTER/SERVICE)", i+1)
+			return nil, fmt.Errorf("%s: no ring (want ring: REGION/CLUSTER/SERVICE)", e.where(i))
 		}
 		k, err := ParseRing(e.Ring)
 		if err != nil {
-			return nil, fmt.Errorf("entry %d: %w", i+1, err)
+			return nil, fmt.Errorf("%s: %w", e.where(i), err)
 		}
 		nd, err := parseDigest(i, e)
 		if err != nil {
@@ -171,14 +251,14 @@ func parseWorkerTokens(data []byte) (*workerTokens, error) {
 
 // parseAdminTokens reads an --admin-token-file. An empty file is valid: no admin call is admitted.
 func parseAdminTokens(data []byte) (*adminTokens, error) {
-	entries, err := decodeEntries(data)
+	entries, err := decodeEntries(data, adminEntryKeys)
 	if err != nil {
 		return nil, err
 	}
 	at := &adminTokens{}
 	for i, e := range entries {
 		if e.Ring != "" {
-			return nil, fmt.Errorf("entry %d: an admin token has no ring", i+1)
+			return nil, fmt.Errorf("%s: an admin token has no ring (ring: is for --worker-tokens); entries take %s", e.where(i), adminEntryKeys)
 		}
 		nd, err := parseDigest(i, e)
 		if err != nil {
@@ -189,32 +269,31 @@ func parseAdminTokens(data []byte) (*adminTokens, error) {
 	return at, nil
 }
 
-// parseClusterSecret reads a --cluster-secret-file: the secret on its first line, a token by
+// parseClusterSecret reads a --cluster-secret-file: the secret alone on one line, a token by
 // CheckToken's rules.
 func parseClusterSecret(data []byte) (*clusterSecret, error) {
 	s := strings.TrimSpace(string(data))
+	if lines := strings.Count(s, "\n") + 1; lines > 1 {
+		return nil, fmt.Errorf("want the secret alone on one line, found %d lines (the same secret on every coordinator; make one with: retryring token new)", lines)
+	}
 	if err := CheckToken(s); err != nil {
-		return nil, fmt.Errorf("cluster secret: %w", err)
+		return nil, fmt.Errorf("the secret: %w (make one with: retryring token new)", err)
 	}
 	return &clusterSecret{secret: s, digest: digestOf(s)}, nil
 }
 
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
-}
-
 // watchedFile is a file the node re-reads every second (Kubernetes updates a mounted Secret in
 // place). A read or parse that fails keeps the last good content and logs one error line per
-// distinct failure; the first load must succeed.
+// distinct failure; each change that takes effect, and a return to the content in force after a
+// failure, logs one info line. The first load must succeed.
 type watchedFile[T any] struct {
 	what string // the flag
 	path string
 	// parse turns the content into T; its error names what is wrong, the path is added here.
 	parse func([]byte) (*T, error)
 	log   zerolog.Logger
-	// loaded logs a successful (re)load.
-	loaded func(log *zerolog.Event, v *T)
+	// summary, if set, says what a content holds ("3 tokens for 2 rings") in the lines that log a load.
+	summary func(v *T) string
 
 	cur     atomic.Pointer[T]
 	mu      sync.Mutex
@@ -254,7 +333,12 @@ func (w *watchedFile[T]) check() error {
 	var sum [sha256.Size]byte
 	if err == nil {
 		sum = sha256.Sum256(b)
-		if w.cur.Load() != nil && sum == w.sum {
+		if cur := w.cur.Load(); cur != nil && sum == w.sum {
+			if w.lastErr != "" {
+				// A broken edit was undone: say the file is usable again, once.
+				w.log.Info().Str("flag", w.what).Str("path", w.path).
+					Msgf("%s %s is usable again, as it was: %s still in force", w.what, w.path, w.describe(cur))
+			}
 			w.lastErr = ""
 			return nil
 		}
@@ -266,17 +350,32 @@ func (w *watchedFile[T]) check() error {
 	if err != nil {
 		if w.cur.Load() != nil && err.Error() != w.lastErr {
 			w.log.Error().Str("flag", w.what).Str("path", w.path).Str("error", err.Error()).
-				Msg("cannot use the changed file: keeping the last good content")
+				Msgf("cannot use the changed %s %s: %v; keeping the last good content", w.what, w.path, err)
 		}
 		w.lastErr = err.Error()
 		return err
 	}
 	w.sum, w.lastErr = sum, ""
-	first := w.cur.Swap(v) == nil
-	ev := w.log.Info().Str("flag", w.what).Str("path", w.path).Bool("reloaded", !first)
-	if w.loaded != nil {
-		w.loaded(ev, v)
+	verb := "loaded"
+	if w.cur.Swap(v) != nil {
+		verb = "reloaded"
 	}
-	ev.Msg("auth file loaded")
+	w.log.Info().Str("flag", w.what).Str("path", w.path).Bool("reloaded", verb == "reloaded").
+		Msgf("%s %s %s: %s", verb, w.what, w.path, w.describe(v))
 	return nil
+}
+
+func (w *watchedFile[T]) describe(v *T) string {
+	if w.summary == nil {
+		return "in force"
+	}
+	return w.summary(v)
+}
+
+// plural is "1 token", "3 tokens".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -62,6 +62,10 @@ type limits struct {
 	setups       *rate.Limiter // nil: no cap
 	setupRate    float64
 	metrics      *nodeMetrics
+	// closedBeforeSetup, if set, is told of each connection closed before its SETUP was admitted
+	// that no other line explains (see explain): the reason counted for it and its first failed
+	// read, if any.
+	closedBeforeSetup func(remote string, r refusal, readErr error)
 
 	mu      sync.Mutex
 	conns   map[string]*limitConn // open connections by remote address
@@ -143,14 +147,27 @@ func (l *limits) setupDone(remote string) {
 	}
 }
 
-// refusedConn marks the connection from remote as refused already (its reason was counted), so
-// that its close is not counted again as no_setup.
+// refusedConn marks the connection from remote as refused already (its reason was counted and
+// logged), so that its close is not counted again as no_setup.
 func (l *limits) refusedConn(remote string) {
 	l.mu.Lock()
 	c := l.conns[remote]
 	l.mu.Unlock()
 	if c != nil {
 		c.counted.Store(true)
+		c.explained.Store(true)
+	}
+}
+
+// explain marks the connection from remote as explained by a line of its own (a SETUP refused as
+// bad_setup, a failed TLS handshake): its close before SETUP still counts as no_setup, but
+// closedBeforeSetup does not hear of it.
+func (l *limits) explain(remote string) {
+	l.mu.Lock()
+	c := l.conns[remote]
+	l.mu.Unlock()
+	if c != nil {
+		c.explained.Store(true)
 	}
 }
 
@@ -199,10 +216,13 @@ type limitConn struct {
 	remote   string
 	deadline time.Time // process clock: it bounds socket reads
 
-	setup   atomic.Bool
-	counted atomic.Bool // a refusal was counted for it
-	before  atomic.Int64
-	once    sync.Once
+	setup     atomic.Bool
+	counted   atomic.Bool  // a refusal was counted for it
+	reason    atomic.Int32 // the refusal counted by count
+	explained atomic.Bool  // a line of its own says why it ends (explain)
+	readErr   atomic.Pointer[error]
+	before    atomic.Int64
+	once      sync.Once
 }
 
 func (c *limitConn) Read(b []byte) (int, error) {
@@ -214,6 +234,9 @@ func (c *limitConn) Read(b []byte) (int, error) {
 		return 0, os.ErrDeadlineExceeded
 	}
 	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.readErr.CompareAndSwap(nil, &err)
+	}
 	if c.before.Add(int64(n)) > maxSetupBytes && !c.setup.Load() {
 		c.count(refusedSetupTooLarge)
 		c.refuseTooLarge(b)
@@ -261,6 +284,7 @@ func (c *limitConn) SetReadDeadline(t time.Time) error {
 
 func (c *limitConn) count(r refusal) {
 	if c.counted.CompareAndSwap(false, true) {
+		c.reason.Store(int32(r))
 		c.l.metrics.refused(r)
 	}
 }
@@ -269,6 +293,13 @@ func (c *limitConn) Close() error {
 	c.once.Do(func() {
 		if !c.setup.Load() {
 			c.count(refusedNoSetup)
+			if !c.explained.Load() && c.l.closedBeforeSetup != nil {
+				var readErr error
+				if p := c.readErr.Load(); p != nil {
+					readErr = *p
+				}
+				c.l.closedBeforeSetup(c.remote, refusal(c.reason.Load()), readErr)
+			}
 		}
 		c.l.mu.Lock()
 		if c.l.conns[c.remote] == c {

@@ -87,6 +87,7 @@ func New(cfg Config) (*Node, error) {
 	n.conns = newConnRegistry(n.connsChanged, n.retired.has)
 	n.metrics = newNodeMetrics(n)
 	n.limits = newLimits(cfg, n.metrics)
+	n.limits.closedBeforeSetup = n.closedBeforeSetupLogger()
 	return n, nil
 }
 

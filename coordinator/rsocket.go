@@ -56,6 +56,10 @@ func wireFailure(err error) error {
 // OnClose); an invalid one is REJECTED_SETUP with bad_setup. It recovers: a malformed SETUP frame
 // can panic inside rsocket-go's accessors, and the acceptor runs outside any recover of theirs.
 func (n *Node) accept(_ context.Context, setup payload.SetupPayload, sock rsocket.CloseableRSocket) (responder rsocket.RSocket, err error) {
+	if remote, ok := rsocket.GetAddr(sock); ok {
+		// This node logs what it does with the SETUP: the connection's close needs no line.
+		n.limits.explain(remote)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			n.log.Warn().Interface("panic", r).Msg("malformed SETUP refused")

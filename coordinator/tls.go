@@ -179,10 +179,12 @@ func (c *serverTLSConn) handshake() error {
 	c.once.Do(func() {
 		c.err = c.doHandshake()
 		if c.err != nil {
-			_ = c.raw.Close()
+			// Told before the close: the close of a connection whose failure has its line
+			// logs nothing more (limits.explain).
 			if c.failed != nil {
 				c.failed(c.raw.RemoteAddr(), c.err)
 			}
+			_ = c.raw.Close()
 		}
 	})
 	return c.err
@@ -541,6 +543,7 @@ type tlsLogs struct {
 // rsocketHandshakeFailed logs why a worker connection's handshake failed: a worker with a
 // certificate of the wrong CA, an expired one or none at all shows up here.
 func (n *Node) rsocketHandshakeFailed(remote net.Addr, err error) {
+	n.limits.explain(remote.String())
 	n.tlsLog.rsocket.log(n.log.With().Stringer("remote", remote).Logger(), "RSocket TLS: a worker connection was refused", err)
 }
 

@@ -38,9 +38,12 @@ func TestTLSRefusesBadClientsWithOneClearError(t *testing.T) {
 		want string
 	}{
 		{"plain client", nil, "requires TLS: give the worker --coordinator-ca"},
-		{"certificate of another CA", p.workerTLS(t, p.other.Issue(tlstest.Options{})), "remote error: tls: unknown certificate authority"},
-		{"expired certificate", p.workerTLS(t, expired), "remote error: tls: expired certificate"},
-		{"no certificate", p.workerTLS(t, nil), "remote error: tls: certificate required"},
+		{"certificate of another CA", p.workerTLS(t, p.other.Issue(tlstest.Options{})),
+			"the coordinator refused this worker's client certificate (--coordinator-cert): it does not trust the CA that signed the certificate (remote error: tls: unknown certificate authority)"},
+		{"expired certificate", p.workerTLS(t, expired),
+			"the coordinator refused this worker's client certificate (--coordinator-cert): it found the certificate expired or not yet valid (remote error: tls: expired certificate)"},
+		{"no certificate", p.workerTLS(t, nil),
+			"the coordinator requires a client certificate: give the worker --coordinator-cert and --coordinator-key (remote error: tls: certificate required)"},
 		{"coordinator of an untrusted CA", otherTrust, "certificate signed by unknown authority"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,8 +16,9 @@ import (
 func newCtlCommand() *cobra.Command {
 	ctl := &cobra.Command{Use: "ctl", Short: "Operator commands against a coordinator's admin HTTP",
 		Long: `Operator commands against a coordinator's admin HTTP. Every command takes --coordinator
-(http:// or https:// address of any coordinator), --token-file (the admin token, sent as
-Authorization: Bearer), --ca, --cert and --key (TLS), and -o table|json. A change sent to a
+(http:// or https:// address of any coordinator; HOST:PORT alone is https when --ca, --cert or
+--key is given), --token-file (the admin token, sent as Authorization: Bearer; env
+RETRYRING_ADMIN_TOKEN_FILE), --ca, --cert and --key (TLS), and -o table|json. A change sent to a
 follower is forwarded by it to the leader.`}
 	ring := ctlCommand("ring",
 		"Print the rings as a table: coordinators, members, node indexes, ranges, leases, reports and backlog", "",

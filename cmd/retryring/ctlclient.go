@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,9 @@ const (
 	ctlStepDownTimeout = 30 * time.Second
 )
 
+// adminTokenEnv is the environment variable of ctl's --token-file.
+const adminTokenEnv = "RETRYRING_ADMIN_TOKEN_FILE"
+
 // maxCtlAnswer bounds an answer the CLI reads (a ring view of thousands of members fits).
 const maxCtlAnswer = 16 << 20
 
@@ -48,7 +52,7 @@ type ctlConn struct {
 }
 
 func (c *ctlConn) register(fs *pflag.FlagSet) {
-	fs.StringVar(&c.coordinator, "coordinator", "http://127.0.0.1:7480", "admin HTTP address of any coordinator, http:// or https:// (a follower forwards a change to the leader)")
+	fs.StringVar(&c.coordinator, "coordinator", "http://127.0.0.1:7480", "admin HTTP address of any coordinator: http://HOST:PORT, https://HOST:PORT, or HOST:PORT (https when --ca, --cert or --key is given); a follower forwards a change to the leader")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the admin token, sent as Authorization: Bearer on every call")
 	fs.StringVar(&c.ca, "ca", "", "PEM file of the CA that signed the coordinator's certificate (https; default: the system's roots)")
 	fs.StringVar(&c.cert, "cert", "", "PEM client certificate, for a coordinator that asks for one (with --key)")
@@ -61,20 +65,26 @@ func (c *ctlConn) connect() error {
 	if c.output != "table" && c.output != "json" {
 		return fmt.Errorf("-o: want table or json, got %q", c.output)
 	}
+	files := tlsfiles.Files{Cert: c.cert, Key: c.key, CA: c.ca}
 	addr := c.coordinator
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		// HOST:PORT alone: TLS flags say the coordinator speaks https, as an operator who gave
+		// them means; without them, plain http (the default coordinator's).
+		scheme := "http://"
+		if files.Enabled() {
+			scheme = "https://"
+		}
+		addr = scheme + addr
 	}
 	u, err := url.Parse(addr)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-		return fmt.Errorf("--coordinator %q: want http://HOST:PORT or https://HOST:PORT", c.coordinator)
+		return fmt.Errorf("--coordinator %q: want HOST:PORT, http://HOST:PORT or https://HOST:PORT", c.coordinator)
 	}
 	c.base = u.Scheme + "://" + u.Host
-	files := tlsfiles.Files{Cert: c.cert, Key: c.key, CA: c.ca}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	switch {
 	case u.Scheme == "http" && files.Enabled():
-		return fmt.Errorf("--ca, --cert and --key are for an https:// coordinator, and --coordinator is %s", c.base)
+		return fmt.Errorf("--ca, --cert and --key are for an https:// coordinator, and --coordinator is %s: write https://%s (or leave the scheme out)", c.base, u.Host)
 	case u.Scheme == "https":
 		cfg, err := tlsfiles.Client(files, "", nil)
 		if err != nil {
@@ -137,7 +147,7 @@ func (c *ctlConn) do(ctx context.Context, method, path string, body []byte) ([]b
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator unreachable at %s: %w", c.base, unwrapURLError(err))
+		return nil, c.unreachable(unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxCtlAnswer))
@@ -158,13 +168,35 @@ func (c *ctlConn) do(ctx context.Context, method, path string, body []byte) ([]b
 	hint := ""
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
+		// What this side must do; the coordinator's log says which of its files decided.
 		if c.token == "" {
-			hint = " (give --token-file with an admin token)"
+			hint = ": pass --token-file FILE (or set " + adminTokenEnv + ") with an admin token"
 		} else {
-			hint = " (the token of --token-file was refused)"
+			hint = ": check the admin token in --token-file " + c.tokenFile
 		}
 	}
 	return nil, fmt.Errorf("coordinator answered %s: %s%s", resp.Status, strings.ReplaceAll(msg, "\n", " "), hint)
+}
+
+// unreachable is the error of a call that got no answer, saying what to change where the cause
+// is on this side: a client certificate the coordinator refused, or its certificate not trusted.
+func (c *ctlConn) unreachable(err error) error {
+	if reason, required, ok := tlsfiles.CertificateRefusal(err); ok {
+		if required {
+			return fmt.Errorf("coordinator at %s requires a client certificate: give --cert and --key (%w)", c.base, err)
+		}
+		return fmt.Errorf("coordinator at %s refused the client certificate of --cert %s: %s; give --cert and --key a certificate of the CA it trusts for clients (%w)",
+			c.base, c.cert, reason, err)
+	}
+	var unknownCA x509.UnknownAuthorityError
+	if errors.As(err, &unknownCA) {
+		flag := "give --ca with the CA that signed it"
+		if c.ca != "" {
+			flag = "--ca " + c.ca + " did not sign it"
+		}
+		return fmt.Errorf("coordinator unreachable at %s: %w (%s)", c.base, err, flag)
+	}
+	return fmt.Errorf("coordinator unreachable at %s: %w", c.base, err)
 }
 
 // unwrapURLError drops the *url.Error wrapper, whose text repeats the method and URL.
@@ -196,7 +228,7 @@ func ctlCommand(use, short, long string, args cobra.PositionalArgs, flags func(f
 	run func(cmd *cobra.Command, c *ctlConn, args []string) error) *cobra.Command {
 	c := &ctlConn{}
 	cmd := &cobra.Command{
-		Use: use, Short: short, Long: long, Args: args,
+		Use: use, Short: short, Long: long, Args: explainArgs(use, args),
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd, os.LookupEnv); err != nil {
 				return err
@@ -206,6 +238,9 @@ func ctlCommand(use, short, long string, args cobra.PositionalArgs, flags func(f
 		RunE: func(cmd *cobra.Command, args []string) error { return run(cmd, c, args) },
 	}
 	c.register(cmd.Flags())
+	// RETRYRING_TOKEN_FILE is the worker's ring token; ctl read it for the admin token until it
+	// had a variable of its own.
+	setEnv(cmd, "token-file", adminTokenEnv, "RETRYRING_TOKEN_FILE")
 	if flags != nil {
 		flags(cmd.Flags())
 	}

@@ -43,16 +43,17 @@ func TestCtlSendsTheBearerTokenOverTLS(t *testing.T) {
 		t.Fatalf("the coordinator saw %q", seen)
 	}
 	_, err = ctl(t, "cordon", "w1", "--coordinator", srv.URL, "--ca", ca)
-	if err == nil || err.Error() != "coordinator answered 401 Unauthorized: unauthorized: a bearer token is required (give --token-file with an admin token)" {
+	if err == nil || err.Error() != "coordinator answered 401 Unauthorized: unauthorized: a bearer token is required: pass --token-file FILE (or set RETRYRING_ADMIN_TOKEN_FILE) with an admin token" {
 		t.Errorf("without a token: %v", err)
 	}
 	_, err = ctl(t, "cordon", "w1", "--coordinator", srv.URL, "--ca", ca, "--token-file", wrongFile)
-	if err == nil || !strings.HasSuffix(err.Error(), "(the token of --token-file was refused)") {
+	if err == nil || !strings.HasSuffix(err.Error(), ": check the admin token in --token-file "+wrongFile) {
 		t.Errorf("with a wrong token: %v", err)
 	}
 	// Without --ca the test server's certificate is not trusted.
 	_, err = ctl(t, "status", "--coordinator", srv.URL)
-	if err == nil || !strings.Contains(err.Error(), "coordinator unreachable at "+srv.URL+": tls: failed to verify certificate") {
+	if err == nil || !strings.Contains(err.Error(), "coordinator unreachable at "+srv.URL+": tls: failed to verify certificate") ||
+		!strings.HasSuffix(err.Error(), "(give --ca with the CA that signed it)") {
 		t.Errorf("without --ca: %v", err)
 	}
 }

@@ -209,15 +209,15 @@ func TestCtlErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"status", "--coordinator", "http://127.0.0.1:1"}, "coordinator unreachable at http://127.0.0.1:1: dial tcp"},
-		{[]string{"status", "--coordinator", "ftp://x"}, `--coordinator "ftp://x": want http://HOST:PORT or https://HOST:PORT`},
-		{[]string{"status", "--coordinator", addr + "/v1"}, "want http://HOST:PORT"},
+		{[]string{"status", "--coordinator", "ftp://x"}, `--coordinator "ftp://x": want HOST:PORT, http://HOST:PORT or https://HOST:PORT`},
+		{[]string{"status", "--coordinator", addr + "/v1"}, "want HOST:PORT, http://HOST:PORT"},
 		{[]string{"status", "--coordinator", addr, "-o", "yaml"}, `-o: want table or json, got "yaml"`},
 		{[]string{"status", "--coordinator", addr, "--ca", "ca.pem"}, "are for an https:// coordinator"},
 		{[]string{"status", "--coordinator", "https://127.0.0.1:1", "--ca", "/nonexistent/ca.pem"}, "--ca/--cert/--key: tls: CA file"},
 		{[]string{"status", "--coordinator", addr, "--token-file", "/nonexistent/token"}, "--token-file: open /nonexistent/token"},
 		{[]string{"status", "--coordinator", addr, "--token-file", token}, "want one token on one line"},
 		{[]string{"cordon", "nobody", "--coordinator", addr}, `404 Not Found: unknown_worker: no worker "nobody" in any ring`},
-		{[]string{"cordon", "--coordinator", addr}, "accepts 1 arg(s), received 0"},
+		{[]string{"cordon", "--coordinator", addr}, "ctl cordon WORKER: give WORKER, the worker's id"},
 		{[]string{"cordon", "w1", "--ring", "eu/prod", "--coordinator", addr}, "want REGION/CLUSTER/SERVICE"},
 		{[]string{"step-down", "--coordinator", addr, "--to", "c9"}, `400 Bad Request: bad_request: "c9" is not a voter`},
 		{[]string{"step-down", "--coordinator", addr}, "503 Service Unavailable: unavailable: leadership transfer from c1 failed"},

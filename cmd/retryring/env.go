@@ -13,6 +13,50 @@ func envName(flag string) string {
 	return "RETRYRING_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
+// envAnnotation names a flag's environment variable when it is not envName(flag.Name): a flag name
+// that means different things in different subcommands (--token-file: the worker's ring token, ctl's
+// admin token) gets a variable of its own in one of them. envDeprecatedAnnotation lists the older
+// names still read for it, each with a warning.
+const (
+	envAnnotation           = "retryring_env"
+	envDeprecatedAnnotation = "retryring_env_deprecated"
+)
+
+// setEnv gives flag name of cmd the variable env, still reading each of deprecated with a warning.
+func setEnv(cmd *cobra.Command, name, env string, deprecated ...string) {
+	f := cmd.Flags().Lookup(name)
+	if f.Annotations == nil {
+		f.Annotations = map[string][]string{}
+	}
+	f.Annotations[envAnnotation] = []string{env}
+	f.Annotations[envDeprecatedAnnotation] = deprecated
+}
+
+// flagEnv is the environment variable of f.
+func flagEnv(f *pflag.Flag) string {
+	if v := f.Annotations[envAnnotation]; len(v) > 0 {
+		return v[0]
+	}
+	return envName(f.Name)
+}
+
+// lookupFlagEnv reads f's variable, else the first of its deprecated ones that is set, with a
+// line on stderr saying which name to use instead.
+func lookupFlagEnv(cmd *cobra.Command, f *pflag.Flag, lookup func(string) (string, bool)) (name, value string, ok bool) {
+	name = flagEnv(f)
+	if value, ok = lookup(name); ok {
+		return name, value, true
+	}
+	for _, old := range f.Annotations[envDeprecatedAnnotation] {
+		if value, ok = lookup(old); ok {
+			fmt.Fprintf(cmd.ErrOrStderr(), "retryring: %s is deprecated for %s --%s: set %s instead\n", old,
+				strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), f.Name, name)
+			return old, value, true
+		}
+	}
+	return "", "", false
+}
+
 // bindEnv sets every flag of cmd that was not given on the command line from its environment
 // variable, then every flag set by neither from the config file (--config, or RETRYRING_CONFIG;
 // config.go): flags win over the environment, the environment over the file, the file over the
@@ -24,11 +68,11 @@ func bindEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 		if f.Changed || firstErr != nil {
 			return
 		}
-		if v, ok := lookup(envName(f.Name)); ok {
+		if env, v, ok := lookupFlagEnv(cmd, f, lookup); ok {
 			fromEnv[f.Name] = true
 			markGiven(f)
 			if err := f.Value.Set(v); err != nil {
-				firstErr = fmt.Errorf("environment %s=%q: %w", envName(f.Name), v, err)
+				firstErr = fmt.Errorf("environment %s=%q: %w", env, v, err)
 			}
 		}
 	})
@@ -49,7 +93,7 @@ func bindEnv(cmd *cobra.Command, lookup func(string) (string, bool)) error {
 // annotateEnv appends the environment variable to each flag's usage text.
 func annotateEnv(cmd *cobra.Command) {
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, envName(f.Name))
+		f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, flagEnv(f))
 	})
 }
 

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 	rslogger "github.com/rsocket/rsocket-go/logger"
 	"github.com/spf13/pflag"
+
+	"github.com/retryring/retryring/internal/rsocketerr"
 )
 
 // logFlags choose the log level and format of a long-running subcommand.
@@ -40,14 +43,24 @@ func (l *logFlags) logger(w io.Writer) (zerolog.Logger, error) {
 var stderr io.Writer = os.Stderr
 
 // rsocketLogger sends rsocket-go's package-level logs (which go to stdout by default) into
-// zerolog, one level down: rsocket-go reports a worker that went away as an error, which for a
-// coordinator is routine and is logged by our own code with context.
+// zerolog, one level down and on one readable line each (rsocketerr.Readable): rsocket-go reports
+// a worker that went away as an error, which for a coordinator is routine and is logged by our own
+// code with context. A connection that ended before its first frame is such a case: the
+// coordinator logs it with the client's address, so rsocket-go's line, which has none, is debug.
 type rsocketLogger struct{ log zerolog.Logger }
 
-func (l rsocketLogger) Debugf(format string, args ...any) { l.log.Trace().Msgf(format, args...) }
-func (l rsocketLogger) Infof(format string, args ...any)  { l.log.Debug().Msgf(format, args...) }
-func (l rsocketLogger) Warnf(format string, args ...any)  { l.log.Debug().Msgf(format, args...) }
-func (l rsocketLogger) Errorf(format string, args ...any) { l.log.Info().Msgf(format, args...) }
+func (l rsocketLogger) Debugf(format string, args ...any) { l.line(zerolog.TraceLevel, format, args) }
+func (l rsocketLogger) Infof(format string, args ...any)  { l.line(zerolog.DebugLevel, format, args) }
+func (l rsocketLogger) Warnf(format string, args ...any)  { l.line(zerolog.DebugLevel, format, args) }
+func (l rsocketLogger) Errorf(format string, args ...any) { l.line(zerolog.InfoLevel, format, args) }
+
+func (l rsocketLogger) line(level zerolog.Level, format string, args []any) {
+	msg := rsocketerr.Readable(fmt.Sprintf(format, args...))
+	if strings.HasPrefix(msg, rsocketerr.BeforeFirstFrame) {
+		level = zerolog.DebugLevel
+	}
+	l.log.WithLevel(level).Msg(msg)
+}
 
 // routeRSocketLogs installs log as rsocket-go's logger.
 func routeRSocketLogs(log zerolog.Logger) {

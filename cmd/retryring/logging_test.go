@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/internal/storetest"
 )
@@ -201,5 +203,30 @@ func TestLogLinesCarryEachKeyOnce(t *testing.T) {
 		if !components[c] {
 			t.Errorf("no line of component %s was logged", c)
 		}
+	}
+}
+
+// TestRSocketLinesReadOnce: rsocket-go's lines come out once per wrapper, on one line; the line of
+// a connection closed before its first frame, which the coordinator logs with the client's
+// address, is turned down to debug.
+func TestRSocketLinesReadOnce(t *testing.T) {
+	var buf bytes.Buffer
+	l := rsocketLogger{log: zerolog.New(&buf).Level(zerolog.DebugLevel)}
+	l.Errorf("read first frame failed: %s\n", errors.New("read first frame failed: read frame failed:: read tcp 127.0.0.1:7878->127.0.0.1:5555: i/o timeout"))
+	l.Errorf("send frame failed: %s\n", errors.New("write frame failed: write: broken pipe"))
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var v struct{ Level, Message string }
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v.Level+": "+v.Message)
+	}
+	want := []string{
+		"debug: connection closed before its first frame: read tcp 127.0.0.1:7878->127.0.0.1:5555: i/o timeout",
+		"info: send frame failed: write frame failed: write: broken pipe",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

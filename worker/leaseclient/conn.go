@@ -128,6 +128,9 @@ func clientHandshake(ctx context.Context, conn net.Conn, cfg *tls.Config, addr s
 	tc := tls.Client(conn, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = conn.Close()
+		if refused := certificateRefused(err); refused != nil {
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, refused)
+		}
 		hint := ""
 		if errors.Is(err, io.EOF) || strings.Contains(err.Error(), "connection reset") {
 			hint = " (the coordinator closed the connection: is TLS on at the coordinator, --tls-cert?)"

@@ -226,7 +226,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*session, error) {
 	}
 	if err != nil {
 		rscancel()
-		return nil, fmt.Errorf("%w: connecting to %s: %w", ErrDisconnected, addr, err)
+		return nil, fmt.Errorf("%w: connecting to %s: %w", ErrDisconnected, addr, readable{err})
 	}
 	sess.sock, sess.cancel = sock, rscancel
 	return sess, nil

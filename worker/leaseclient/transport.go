@@ -14,6 +14,8 @@ import (
 	"github.com/rsocket/rsocket-go/payload"
 	"github.com/rsocket/rsocket-go/rx/mono"
 
+	"github.com/retryring/retryring/internal/rsocketerr"
+	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -53,7 +55,7 @@ func remoteError(err error) (out error) {
 		if errors.Is(err, ErrDisconnected) {
 			return err // block already said how the connection was lost
 		}
-		return fmt.Errorf("%w: %w", ErrDisconnected, err)
+		return fmt.Errorf("%w: %w", ErrDisconnected, readable{err})
 	}
 	code := re.ErrorCode()
 	data := bytes.Clone(re.ErrorData())
@@ -71,6 +73,14 @@ func remoteError(err error) (out error) {
 		return fmt.Errorf("%w: rsocket %s: %.200s", ErrDisconnected, code, data)
 	}
 }
+
+// readable is an error of rsocket-go with the text rsocketerr.Readable makes of it ("read frame
+// failed: EOF", not "read frame failed:: EOF"); errors.Is and errors.As still see the cause.
+type readable struct{ err error }
+
+func (r readable) Error() string { return rsocketerr.Readable(r.err.Error()) }
+
+func (r readable) Unwrap() error { return r.err }
 
 // redirectTarget returns the leader's address if err is a not_leader that names one.
 func redirectTarget(err error) (leaderID, addr string, ok bool) {
@@ -204,9 +214,26 @@ func (s *session) withTLSAlert(err error) error {
 		return err
 	}
 	if alert := s.conn.tlsAlert(); alert != nil {
+		if refused := certificateRefused(alert); refused != nil {
+			return fmt.Errorf("%w: %w", err, refused)
+		}
 		return fmt.Errorf("%w: the coordinator refused the TLS connection: %w", err, alert)
 	}
 	return err
+}
+
+// certificateRefused says, naming the worker's flags, that the coordinator refused this worker's
+// client certificate, if err is such a refusal; else nil.
+func certificateRefused(err error) error {
+	reason, required, ok := tlsfiles.CertificateRefusal(err)
+	switch {
+	case !ok:
+		return nil
+	case required:
+		return fmt.Errorf("the coordinator requires a client certificate: give the worker --coordinator-cert and --coordinator-key (%w)", err)
+	default:
+		return fmt.Errorf("the coordinator refused this worker's client certificate (--coordinator-cert): %s (%w)", reason, err)
+	}
 }
 
 // close closes the connection; rsocket-go then errors every stream and request on it.
