@@ -12,7 +12,7 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 type options struct {

@@ -16,11 +16,11 @@ import (
 
 	rslogger "github.com/rsocket/rsocket-go/logger"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/coordinator"
-	"github.com/retryring/retryring/internal/flood"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/testkit/flood"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 

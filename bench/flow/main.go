@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 func main() {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/benchkit"
 	"github.com/retryring/retryring/worker"
 )
 

@@ -11,10 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 // ring is the one ring every probe joins.

@@ -16,9 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 // childReport is what a child prints as its last line of output.

@@ -1,6 +1,6 @@
 // Command stepdown measures what `retryring ctl step-down` costs the workers: 3 `retryring
 // coordinator` processes on loopback (internal/proc) and N real lease clients in this process
-// (internal/swarm), every ring settled; then -trials times, `retryring ctl step-down` (the real
+// (testkit/swarm), every ring settled; then -trials times, `retryring ctl step-down` (the real
 // CLI, sent to a follower, which forwards it to the leader) and, per trial: the CLI's wall time,
 // the handover time the old leader reports (transfer until it sees the new leader), how long until
 // every worker got an element from another coordinator than the old leader (p50, max), how many
@@ -30,11 +30,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/proc"
-	"github.com/retryring/retryring/internal/swarm"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/testkit/swarm"
 )
 
 type options struct {

@@ -18,7 +18,7 @@ import (
 
 	rslogger "github.com/rsocket/rsocket-go/logger"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 // timingSpec is one lease timing to run under, by name.

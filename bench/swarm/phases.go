@@ -9,8 +9,8 @@ import (
 
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/proc"
-	"github.com/retryring/retryring/internal/swarm"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/swarm"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 // startConfiguredCoordinator runs a single-node coordinator on loopback with cfg's auth and TLS
