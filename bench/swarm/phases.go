@@ -10,6 +10,8 @@ import (
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/testkit/procstat"
 	"github.com/retryring/retryring/testkit/swarm"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
@@ -32,9 +34,9 @@ type result struct {
 
 	joinSettled time.Duration // 0: did not settle
 	joinRings   int           // rings settled when the bound ran out
-	joinUsage   usage
+	joinUsage   procstat.Usage
 
-	steadyUsage usage
+	steadyUsage procstat.Usage
 	// steadyEntriesPerMin is how fast the leader's Raft log grew while it only renewed (-1: not
 	// measured).
 	steadyEntriesPerMin float64
@@ -156,21 +158,21 @@ func (b *bench) joinStorm(ctx context.Context) error {
 		return ctx.Err()
 	case <-time.After(time.Until(b.started.Add(b.timing.HolderBound() + coordinator.DefaultLeaderLeaseTimeout + time.Second))):
 	}
-	smp := sample(leader.Pid(), samplePeriod)
+	smp := procstat.Sample(leader.Pid(), samplePeriod)
 	start := time.Now()
 	if err := b.s.Start(ctx); err != nil {
-		smp.finish()
+		smp.Finish()
 		return err
 	}
 	settled, rings, why := b.waitSettled(ctx)
-	b.r.joinUsage = smp.finish()
+	b.r.joinUsage = smp.Finish()
 	b.r.joinRings = rings
 	if !settled {
 		b.r.note("join storm: %d of %d rings settled within %v (%s)", rings, b.r.rings, b.o.settleBound, why)
 		return fmt.Errorf("join storm did not settle: %s", why)
 	}
 	b.r.joinSettled = time.Since(start)
-	logf("join storm: every ring settled after %v (leader %s)", b.r.joinSettled.Round(time.Millisecond), b.r.joinUsage)
+	benchkit.Logf("join storm: every ring settled after %v (leader %s)", b.r.joinSettled.Round(time.Millisecond), b.r.joinUsage)
 	return nil
 }
 
@@ -207,14 +209,14 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	}
 	index0, indexErr := raftCommitIndex(ctx, leader)
 	from := time.Now()
-	smp := sample(leader.Pid(), samplePeriod)
+	smp := procstat.Sample(leader.Pid(), samplePeriod)
 	select {
 	case <-ctx.Done():
-		smp.finish()
+		smp.Finish()
 		return ctx.Err()
 	case <-time.After(b.o.steady):
 	}
-	b.r.steadyUsage = smp.finish()
+	b.r.steadyUsage = smp.Finish()
 	b.r.steadyEntriesPerMin = -1
 	if indexErr == nil {
 		index1, err := raftCommitIndex(ctx, leader)
@@ -228,7 +230,7 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	}
 	ages := b.s.History().Ages(from, time.Now())
 	b.r.agesP50, b.r.agesP99, b.r.steadyElement = swarm.Percentile(ages, 0.5), swarm.Percentile(ages, 0.99), len(ages)
-	logf("steady: leader %s, lease age at receipt p50 %v p99 %v over %d elements, Raft log %.0f entries/min", b.r.steadyUsage,
+	benchkit.Logf("steady: leader %s, lease age at receipt p50 %v p99 %v over %d elements, Raft log %.0f entries/min", b.r.steadyUsage,
 		b.r.agesP50.Round(time.Millisecond), b.r.agesP99.Round(time.Millisecond), len(ages), b.r.steadyEntriesPerMin)
 	return nil
 }
@@ -252,7 +254,7 @@ func (b *bench) leaderKill(ctx context.Context) error {
 		return err
 	}
 	f.electedIn = elected.Sub(at)
-	logf("leader %s killed; a new leader after %v", leader.ID, f.electedIn.Round(time.Millisecond))
+	benchkit.Logf("leader %s killed; a new leader after %v", leader.ID, f.electedIn.Round(time.Millisecond))
 	b.observe(ctx, f, at, elected, before, c0)
 	if err := b.bringBack(ctx, leader); err != nil {
 		return err
@@ -289,7 +291,7 @@ func (b *bench) rollingRestart(ctx context.Context) error {
 			return err
 		}
 		b.observe(ctx, f, at, elected, before, c0)
-		logf("rolling restart: %s (leader %t) done", co.ID, f.wasLeader)
+		benchkit.Logf("rolling restart: %s (leader %t) done", co.ID, f.wasLeader)
 	}
 	return nil
 }
@@ -335,7 +337,7 @@ func (b *bench) observe(ctx context.Context, f *faultResult, at, elected time.Ti
 		f.ringsChanged, f.membersReassigned = compare(before, assignments(v, b.s.Rings()))
 	}
 	rep := f.report
-	logf("fault of %s: %d of %d ran out before another node's first element (longest lapse %v); renewed p50 %v max %v, %d not; %d rings changed, %d members reassigned; %d overlaps",
+	benchkit.Logf("fault of %s: %d of %d ran out before another node's first element (longest lapse %v); renewed p50 %v max %v, %d not; %d rings changed, %d members reassigned; %d overlaps",
 		f.coordinator, rep.RanOut, rep.Members, rep.LongestLapse.Round(time.Millisecond),
 		swarm.Percentile(rep.Renewed, 0.5).Round(time.Millisecond), swarm.Percentile(rep.Renewed, 1).Round(time.Millisecond),
 		rep.NotRenewed, f.ringsChanged, f.membersReassigned, len(rep.Overlaps))
