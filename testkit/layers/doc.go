@@ -4,5 +4,6 @@
 // package and no package that imports `testing`, except hashicorp/raft (its testing.go, an
 // in-memory cluster for raft's own users, sits in the non-test part of the raft package).
 //
-// docs/architecture.md, "Layout", says which folder holds what.
+// docs/architecture.md, "Layout", says which folder holds what; TestImportsGoDown reads its layer
+// table and checks that every import between product folders goes down a layer.
 package layers

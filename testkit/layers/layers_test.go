@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -99,5 +102,93 @@ func TestLayers(t *testing.T) {
 	}
 	if !sawBinary {
 		t.Fatal("go list -deps ./cmd/retryring did not list the binary itself")
+	}
+}
+
+// layerRow is a row of docs/architecture.md's layer table: "| 3 | `coordinator`, `worker` | why |".
+var (
+	layerRow   = regexp.MustCompile("(?m)^\\| (\\d+) \\| ([^|]+)\\|")
+	backquoted = regexp.MustCompile("`([^`]+)`")
+)
+
+// layerTable reads the layer of each product folder from docs/architecture.md, "Layout".
+func layerTable(t *testing.T) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	start := strings.Index(text, "\n## Layout")
+	if start < 0 {
+		t.Fatal("docs/architecture.md has no Layout section")
+	}
+	text = text[start+1:]
+	if end := strings.Index(text[3:], "\n## "); end >= 0 {
+		text = text[:end+3]
+	}
+	layers := map[string]int{}
+	for _, m := range layerRow.FindAllStringSubmatch(text, -1) {
+		n, _ := strconv.Atoi(m[1])
+		for _, f := range backquoted.FindAllStringSubmatch(m[2], -1) {
+			if prev, dup := layers[f[1]]; dup {
+				t.Errorf("docs/architecture.md puts %s in layers %d and %d", f[1], prev, n)
+			}
+			layers[f[1]] = n
+		}
+	}
+	if len(layers) < 10 {
+		t.Fatalf("docs/architecture.md's layer table names %d folders", len(layers))
+	}
+	return layers
+}
+
+// layerOf is the layer of the longest folder of the table that holds path.
+func layerOf(layers map[string]int, path string) (string, int, bool) {
+	rel := strings.TrimPrefix(path, module+"/")
+	for dir := rel; dir != "."; {
+		if n, ok := layers[dir]; ok {
+			return dir, n, true
+		}
+		i := strings.LastIndexByte(dir, '/')
+		if i < 0 {
+			break
+		}
+		dir = dir[:i]
+	}
+	return "", 0, false
+}
+
+// TestImportsGoDown: every product package imports only from folders of a lower layer than its
+// own (or from its own folder), as docs/architecture.md's table orders them, and every product
+// package is in a folder the table names.
+func TestImportsGoDown(t *testing.T) {
+	layers := layerTable(t)
+	var edges int
+	for _, p := range list(t, "./...") {
+		if harness(p.ImportPath) {
+			continue
+		}
+		from, lf, ok := layerOf(layers, p.ImportPath)
+		if !ok {
+			t.Errorf("product package %s is in no folder of docs/architecture.md's layer table: add a row", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module+"/") || harness(imp) {
+				continue
+			}
+			to, lt, ok := layerOf(layers, imp)
+			if !ok || to == from {
+				continue // reported as its own package, or within one folder
+			}
+			edges++
+			if lt >= lf {
+				t.Errorf("%s (layer %d, %s) imports %s (layer %d, %s): imports go to lower layers only", p.ImportPath, lf, from, imp, lt, to)
+			}
+		}
+	}
+	if edges < 20 {
+		t.Fatalf("checked %d imports between folders: the walk missed the module", edges)
 	}
 }
