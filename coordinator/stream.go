@@ -204,7 +204,7 @@ func (s *leaseStream) step() (ended bool) {
 	if demand <= 0 || left {
 		return false
 	}
-	if err := s.n.auth.stillAuthorized(s.conn); err != nil {
+	if err := s.n.stillAuthorized(s.conn); err != nil {
 		s.signal("terminate", func() { sink.Error(wireFailure(err)) })
 		s.finish()
 		s.revoked(err)

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/testkit/cassandratest"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/cassandratest"
 	"github.com/retryring/retryring/testkit/proctest"
 	"github.com/retryring/retryring/testkit/tlstest"
 )

@@ -17,6 +17,7 @@ import (
 	rslogger "github.com/rsocket/rsocket-go/logger"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/testkit/benchkit"
@@ -78,7 +79,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	tokens := filepath.Join(dir, "workers.yaml")
 	secret := filepath.Join(dir, "secret")
-	line := fmt.Sprintf("- {ring: %q, hash: %q}\n", ring.String(), coordinator.HashToken(token))
+	line := fmt.Sprintf("- {ring: %q, hash: %q}\n", ring.String(), auth.HashToken(token))
 	if err := errors.Join(os.WriteFile(tokens, []byte(line), 0o600),
 		os.WriteFile(secret, []byte("bench-flood-cluster-secret-000001\n"), 0o600)); err != nil {
 		return err

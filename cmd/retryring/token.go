@@ -13,7 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/auth"
+	"github.com/retryring/retryring/lease"
 )
 
 // newTokenCommand makes and hashes the tokens of --worker-tokens and --admin-token-file. The
@@ -54,7 +55,7 @@ The token is shown once; the file keeps only its SHA-256. --out writes the token
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), coordinator.HashToken(token))
+			fmt.Fprintln(cmd.OutOrStdout(), auth.HashToken(token))
 			return nil
 		},
 	}
@@ -112,7 +113,7 @@ func saveToken(w io.Writer, token, line, out, appendTo string) error {
 // newTokenLine draws a token from rnd and returns its tokens-file line and the token.
 func newTokenLine(ring, name string, rnd io.Reader) (line, token string, err error) {
 	if ring != "" {
-		if _, err := coordinator.ParseRing(ring); err != nil {
+		if _, err := lease.ParseRing(ring); err != nil {
 			return "", "", fmt.Errorf("--ring: %w", err)
 		}
 	}
@@ -125,7 +126,7 @@ func newTokenLine(ring, name string, rnd io.Reader) (line, token string, err err
 	if ring != "" {
 		fields = append(fields, "ring: "+strconv.Quote(ring))
 	}
-	fields = append(fields, "hash: "+strconv.Quote(coordinator.HashToken(token)))
+	fields = append(fields, "hash: "+strconv.Quote(auth.HashToken(token)))
 	if name != "" {
 		fields = append(fields, "name: "+strconv.Quote(name))
 	}
@@ -139,7 +140,7 @@ func readToken(r io.Reader, what string) (string, error) {
 		return "", fmt.Errorf("reading the token from %s: %w", what, err)
 	}
 	token := strings.TrimSpace(line)
-	if err := coordinator.CheckToken(token); err != nil {
+	if err := auth.CheckToken(token); err != nil {
 		return "", fmt.Errorf("the token from %s: %w", what, err)
 	}
 	return token, nil

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/auth"
 )
 
 // TestTokenNewAndHash: `token new` prints a token and a line that holds its hash (never the
@@ -18,10 +18,10 @@ func TestTokenNewAndHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `- {ring: "eu-west/c1/orders", hash: "` + coordinator.HashToken(token) + `", name: "orders-2026-12"}`; line != want {
+	if want := `- {ring: "eu-west/c1/orders", hash: "` + auth.HashToken(token) + `", name: "orders-2026-12"}`; line != want {
 		t.Errorf("line %s, want %s", line, want)
 	}
-	if strings.Contains(line, token) || coordinator.CheckToken(token) != nil {
+	if strings.Contains(line, token) || auth.CheckToken(token) != nil {
 		t.Errorf("token %q, line %s", token, line)
 	}
 	if line, _, _ := newTokenLine("", "", bytes.NewReader(make([]byte, 32))); strings.Contains(line, "ring") {
@@ -39,7 +39,7 @@ func TestTokenNewAndHash(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(out.String()); got != coordinator.HashToken(token) {
+	if got := strings.TrimSpace(out.String()); got != auth.HashToken(token) {
 		t.Errorf("token hash printed %q", got)
 	}
 	cmd.SetIn(strings.NewReader("short\n"))
@@ -108,10 +108,10 @@ func TestTokenNewWritesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := strings.TrimSpace(string(tokenFile))
-	if st, _ := os.Stat(out); st.Mode().Perm() != 0o600 || coordinator.CheckToken(token) != nil {
+	if st, _ := os.Stat(out); st.Mode().Perm() != 0o600 || auth.CheckToken(token) != nil {
 		t.Errorf("--out file mode %v, content %q", st.Mode().Perm(), tokenFile)
 	}
-	want := "- {hash: \"sha256:00\"}\n- {ring: \"eu/prod/orders\", hash: \"" + coordinator.HashToken(token) + "\"}\n"
+	want := "- {hash: \"sha256:00\"}\n- {ring: \"eu/prod/orders\", hash: \"" + auth.HashToken(token) + "\"}\n"
 	if got, _ := os.ReadFile(lines); string(got) != want {
 		t.Errorf("tokens file:\n%s\nwant\n%s", got, want)
 	}
