@@ -44,6 +44,9 @@ type options struct {
 	out           string
 	binaryVersion string
 	files         string // the file descriptor limits, for the report
+	// cpuProfiles, when set, is where the leader's CPU profile of each steady phase is written
+	// (the coordinators then run with --profiling).
+	cpuProfiles string
 }
 
 func main() {
@@ -65,6 +68,7 @@ func main() {
 	fs.DurationVar(&o.maxRun, "max-run", time.Hour, "stop the whole run after this long")
 	fs.BoolVar(&o.keep, "keep", false, "keep the logs and data directories")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
+	fs.StringVar(&o.cpuProfiles, "cpu-profiles", "", "write the leader's CPU profile of each steady phase (plain runs; TLS runs are skipped) to this directory: leader-WORKERS-TIMING.pprof, for go tool pprof")
 	_ = fs.Parse(os.Args[1:])
 
 	for _, w := range strings.Split(workers, ",") {

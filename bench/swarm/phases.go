@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -89,6 +93,9 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 	}
 	defer g.Close()
 	coordArgs := o.coordArgs
+	if o.cpuProfiles != "" {
+		coordArgs = append(append([]string(nil), coordArgs...), "--profiling")
+	}
 	var bt *benchTLS
 	if r.timing.tls {
 		if bt, err = newBenchTLS(dir); err != nil {
@@ -210,6 +217,7 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	index0, indexErr := raftCommitIndex(ctx, leader)
 	from := time.Now()
 	smp := procstat.Sample(leader.Pid(), samplePeriod)
+	profiled := b.profileSteady(ctx, leader)
 	select {
 	case <-ctx.Done():
 		smp.Finish()
@@ -217,6 +225,9 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	case <-time.After(b.o.steady):
 	}
 	b.r.steadyUsage = smp.Finish()
+	if err := <-profiled; err != nil {
+		b.r.note("steady: no CPU profile of the leader: %v", err)
+	}
 	b.r.steadyEntriesPerMin = -1
 	if indexErr == nil {
 		index1, err := raftCommitIndex(ctx, leader)
@@ -409,4 +420,58 @@ func compare(before, after map[string]member) (rings, members int) {
 		}
 	}
 	return len(changed), members
+}
+
+// profileSteady fetches the leader's CPU profile over the steady phase (less a second, so that it
+// ends within it) into the -cpu-profiles directory; the channel answers when it is written.
+func (b *bench) profileSteady(ctx context.Context, leader *proc.Coordinator) <-chan error {
+	done := make(chan error, 1)
+	if b.o.cpuProfiles == "" {
+		done <- nil
+		return done
+	}
+	if b.r.timing.tls {
+		done <- errors.New("not taken in a TLS run")
+		return done
+	}
+	seconds := max(int(b.o.steady.Seconds())-1, 1)
+	path := filepath.Join(b.o.cpuProfiles, fmt.Sprintf("leader-%d-%s.pprof", b.r.workers, b.r.timing.name))
+	go func() {
+		err := fetchProfile(ctx, leader.URL(fmt.Sprintf("%sprofile?seconds=%d", coordinator.PathProfiles, seconds)), path, time.Duration(seconds+10)*time.Second)
+		if err == nil {
+			benchkit.Logf("steady: the leader's CPU profile over %d s in %s (go tool pprof -top %s)", seconds, path, path)
+		}
+		done <- err
+	}()
+	return done
+}
+
+func fetchProfile(ctx context.Context, url, path string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
