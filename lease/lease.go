@@ -154,7 +154,7 @@ func (t Timing) PossiblyAliveUntil(sent time.Time) time.Time { return sent.Add(t
 func ParseRing(s string) (RingKey, error) {
 	parts := strings.Split(s, "/")
 	if len(parts) != 3 {
-		return RingKey{}, fmt.Errorf("ring %.140q is not REGION/CLUSTER/SERVICE", s)
+		return RingKey{}, fmt.Errorf("want REGION/CLUSTER/SERVICE, got %.140q", s)
 	}
 	k := RingKey{Region: parts[0], Cluster: parts[1], Service: parts[2]}
 	if err := k.Validate(); err != nil {
