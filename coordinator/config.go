@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"github.com/retryring/retryring/coordinator/auth"
+
 	"context"
 	"fmt"
 	"net"
@@ -105,7 +107,7 @@ type Config struct {
 	HTTPAdvertise    string
 	// TLS configures TLS on the RSocket, admin HTTP and Raft listeners and between coordinators
 	// (tls.go). The zero value is plain TCP everywhere.
-	TLS TLS
+	TLS auth.TLS
 
 	// RaftDial, when set, dials the other voters (a test can cut this node's outbound Raft
 	// traffic). Default: a plain TCP dial.
@@ -257,10 +259,10 @@ func (c Config) Validate() error {
 	if !self {
 		return fmt.Errorf("%w: node id %q is not in peers", ErrBadConfig, c.NodeID)
 	}
-	if err := c.TLS.validate(); err != nil {
-		return err
+	if err := c.TLS.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	if (c.WorkerTokensFile != "" || c.AdminTokenFile != "") && c.ClusterSecretFile == "" && !c.TLS.coordinatorIdentity() {
+	if (c.WorkerTokensFile != "" || c.AdminTokenFile != "") && c.ClusterSecretFile == "" && !c.TLS.CoordinatorIdentity() {
 		// Tokens would be worth nothing while /v1/internal/ stays open: anyone could register a
 		// coordinator address that followers redirect workers (and their tokens) to, or join Raft.
 		return fmt.Errorf("%w: --worker-tokens and --admin-token-file need the internal endpoints closed too: give --cluster-secret-file, or Raft TLS (--raft-tls-*) with TLS on the admin port (--tls-cert)", ErrBadConfig)

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"github.com/retryring/retryring/coordinator/auth"
+
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -24,8 +26,8 @@ import (
 // after that loop stopped dispatching frames. Closing the rsocket socket from another goroutine
 // races with frames being dispatched to the streams it disposes.
 //
-// With tls set, every connection is TLS over the silence connection (serverTLSConn): the
-// handshake, from the first byte on, is bounded as a whole by tlsHandshakeTimeout instead of the
+// With tls set, every connection is TLS over the silence connection (auth.ServerConn): the
+// handshake, from the first byte on, is bounded as a whole by the handshake timeout instead of the
 // silence timeout per read (handshakeUntil), closeRemote still closes the TCP connection, and the verified client
 // certificates stay reachable by remote address (peerCertificates).
 type silenceListener struct {
@@ -54,7 +56,7 @@ func (l *silenceListener) Accept() (net.Conn, error) {
 	sc := &silenceConn{Conn: c, silence: l.silence, write: l.write, owner: l}
 	var out net.Conn = sc
 	if l.tls != nil {
-		sc.tls = &serverTLSConn{raw: sc, cfg: l.tls, plain: answerPlainRSocket, failed: l.tlsFailed, slots: l.tlsSlots}
+		sc.tls = auth.NewServerConn(sc, l.tls, auth.AnswerPlainRSocket, l.tlsFailed, l.tlsSlots)
 		out = sc.tls
 	}
 	l.mu.Lock()
@@ -71,7 +73,7 @@ func (l *silenceListener) peerCertificates(remote string) []*x509.Certificate {
 	if c == nil || c.tls == nil {
 		return nil
 	}
-	return c.tls.peerCertificates()
+	return c.tls.PeerCertificates()
 }
 
 // closeRemote closes the connection from remote; false if there is none.
@@ -91,11 +93,11 @@ type silenceConn struct {
 	silence time.Duration
 	write   time.Duration
 	owner   *silenceListener
-	tls     *serverTLSConn // the TLS connection over this one, if the port speaks TLS
+	tls     *auth.ServerConn // the TLS connection over this one, if the port speaks TLS
 	// handshakeUntil, while set (Unix ns), is the read deadline instead of the silence timeout:
 	// during a TLS handshake the client computes between its flights, and hundreds of workers
 	// reconnecting at once after a failover made some take longer than the silence timeout (they
-	// were cut off and backed off, and lost their leases). tlsHandshakeTimeout bounds the whole
+	// were cut off and backed off, and lost their leases). the handshake timeout bounds the whole
 	// handshake instead.
 	handshakeUntil atomic.Int64
 
@@ -125,8 +127,8 @@ func (c *silenceConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// setHandshakeDeadline makes t the read deadline until it is called with the zero time.
-func (c *silenceConn) setHandshakeDeadline(t time.Time) {
+// SetHandshakeDeadline makes t the read deadline until it is called with the zero time.
+func (c *silenceConn) SetHandshakeDeadline(t time.Time) {
 	if t.IsZero() {
 		c.handshakeUntil.Store(0)
 		return

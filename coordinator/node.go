@@ -37,7 +37,7 @@ type Node struct {
 	// refusalLog logs refused credentials at most refusalLogBurst a second (set by Start).
 	refusalLog zerolog.Logger
 	limits     *limits
-	tls        *tlsSetup // TLS of the listeners and of Raft (tls.go)
+	tls        *auth.Setup // TLS of the listeners and of Raft (tls.go)
 	tlsLog     tlsLogs
 
 	// Set by Start, read-only afterwards.
@@ -72,9 +72,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	tlsSetup, err := newTLSSetup(cfg.TLS)
+	tlsSetup, err := auth.NewSetup(cfg.TLS)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	n := &Node{
 		tls:          tlsSetup,
@@ -154,8 +154,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.rsocketAddr = orDefault(n.cfg.RSocketAdvertise, rsLn.Addr().String())
 	n.httpAddr = orDefault(n.cfg.HTTPAdvertise, httpLn.Addr().String())
 	n.rsListener = newSilenceListener(n.limits.listener(rsLn), n.cfg.SilenceTimeout, n.cfg.WriteTimeout)
-	n.rsListener.tls, n.rsListener.tlsFailed = n.tls.rsocket, n.rsocketHandshakeFailed
-	n.rsListener.tlsSlots = make(chan struct{}, maxConcurrentHandshakes)
+	n.rsListener.tls, n.rsListener.tlsFailed = n.tls.RSocket, n.rsocketHandshakeFailed
+	n.rsListener.tlsSlots = make(chan struct{}, auth.MaxConcurrentHandshakes)
 
 	parts, err := n.startRaft(raftLn)
 	if err != nil {
@@ -270,8 +270,8 @@ func (n *Node) shutdown(graceful bool) error {
 		errs = append(errs, n.parts.transport.Close())
 	}
 	errs = append(errs, n.parts.close())
-	if n.tls.peerTransport != nil {
-		n.tls.peerTransport.CloseIdleConnections()
+	if n.tls.PeerTransport != nil {
+		n.tls.PeerTransport.CloseIdleConnections()
 	}
 	if t != nil {
 		t.wg.Wait() // its Raft calls returned when Raft shut down

@@ -109,7 +109,7 @@ func (n *Node) registerOnce(ctx context.Context, client *http.Client) bool {
 	n.signInternal(req)
 	resp, err := client.Do(req)
 	if mismatch := n.explainPeerHTTP(leaderHTTP, resp, err); mismatch != nil {
-		n.tlsLog.peer.log(n.log, "registration with the leader failed", mismatch)
+		n.tlsLog.peer.Log(n.log, "registration with the leader failed", mismatch)
 	}
 	if err != nil {
 		n.log.Debug().Err(err).Str("leader_http_addr", leaderHTTP).Msg("registration with the leader failed")

@@ -3,6 +3,8 @@
 package coordinator
 
 import (
+	"github.com/retryring/retryring/coordinator/auth"
+
 	"crypto/tls"
 	"strings"
 	"testing"
@@ -65,7 +67,7 @@ func TestCertificateBindsWorkerIDsByPrefix(t *testing.T) {
 	c := newTLSCluster(t, 1, p, nil)
 	leader := c.leader()
 	addrs := []string{leader.RSocketAddr()}
-	bound := p.workerTLS(t, p.workerCA.Issue(tlstest.Options{CommonName: "orders", URIs: []string{WorkerIDPrefixURI + "orders-"}}))
+	bound := p.workerTLS(t, p.workerCA.Issue(tlstest.Options{CommonName: "orders", URIs: []string{auth.WorkerIDPrefixURI + "orders-"}}))
 
 	stateBefore, indexBefore := stateOf(t, leader)
 	refused := startTLSClient(t, "payments-1", bound, addrs)

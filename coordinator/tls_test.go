@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"github.com/retryring/retryring/coordinator/auth"
+
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -45,9 +47,9 @@ func newPKI(t testing.TB) *pki {
 
 // coordinatorTLS is the TLS of node name: its certificate of ca for every listener, mutual TLS
 // for workers of the worker CA, and Raft TLS against the Raft CA.
-func (p *pki) coordinatorTLS(name string, ca *tlstest.CA) TLS {
+func (p *pki) coordinatorTLS(name string, ca *tlstest.CA) auth.TLS {
 	cert, key := ca.Issue(tlstest.Options{CommonName: name}).Write(p.dir, name)
-	return TLS{
+	return auth.TLS{
 		Server: tlsfiles.Files{Cert: cert, Key: key, CA: p.workerCAFile},
 		Raft:   tlsfiles.Files{Cert: cert, Key: key, CA: p.raftCAFile},
 	}
@@ -159,7 +161,7 @@ func TestTLSClusterServesLeasesAndSurvivesLeaderKill(t *testing.T) {
 	c := newTLSCluster(t, 3, p, nil)
 	leader := c.leader() // every node registered: the followers' registrations went over https
 	w := startTLSClient(t, "orders-7", p.workerTLS(t, p.workerCA.Issue(tlstest.Options{
-		CommonName: "orders", URIs: []string{WorkerIDPrefixURI + "orders-"}})), c.rsocketAddrs())
+		CommonName: "orders", URIs: []string{auth.WorkerIDPrefixURI + "orders-"}})), c.rsocketAddrs())
 	eventually(t, 15*time.Second, "a lease over TLS", func() bool { return w.leases.Load() > 0 })
 	if got := w.lastAddr.Load(); got != leader.RSocketAddr() {
 		t.Fatalf("lease came from %v, want the leader %s", got, leader.RSocketAddr())
@@ -223,34 +225,6 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func TestWorkerIDPrefixes(t *testing.T) {
-	ca := tlstest.NewCA("ca")
-	for _, tc := range []struct {
-		uris     []string
-		id       string
-		required bool
-		ok       bool
-	}{
-		{nil, "anything", false, true},
-		{nil, "anything", true, false},
-		{[]string{WorkerIDPrefixURI + "orders-"}, "orders-7", true, true},
-		{[]string{WorkerIDPrefixURI + "orders-"}, "payments-1", false, false},
-		{[]string{WorkerIDPrefixURI + "orders-", WorkerIDPrefixURI + "payments-"}, "payments-1", false, true},
-		{[]string{WorkerIDPrefixURI}, "anything", true, true},
-		{[]string{"urn:example:other"}, "anything", true, false},
-		{[]string{"spiffe://cluster.local/ns/retry/sa/worker"}, "anything", false, true},
-	} {
-		cert := ca.Issue(tlstest.Options{URIs: tc.uris}).Cert
-		err := checkWorkerBinding(cert, tc.id, tc.required)
-		if (err == nil) != tc.ok {
-			t.Errorf("URIs %v, id %q, required %v: error %v, want ok=%v", tc.uris, tc.id, tc.required, err, tc.ok)
-		}
-		if err != nil && !errors.Is(err, lease.ErrUnauthorized) {
-			t.Errorf("error %v is not unauthorized", err)
-		}
-	}
-}
-
 func TestRaftCertificateOfAnotherCACannotJoin(t *testing.T) {
 	p := newPKI(t)
 	c := newTLSCluster(t, 3, p, func(i int, c *Config) {
@@ -295,7 +269,7 @@ func TestRaftPeerVerifiedOnlyForRaftCertificates(t *testing.T) {
 	c := newTLSCluster(t, 1, p, nil)
 	n := c.leader()
 	// A server with the admin port's TLS configuration whose handler asks raftPeerVerified.
-	url := serveHTTPS(t, n.tls.admin, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url := serveHTTPS(t, n.tls.Admin, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, n.raftPeerVerified(r))
 	}))
 
@@ -363,7 +337,7 @@ func TestPeerCallsExplainAProtocolMismatch(t *testing.T) {
 	}
 	plainSrv := httptest.NewServer(http.NotFoundHandler())
 	defer plainSrv.Close()
-	tlsURL := serveHTTPS(t, tlsNode.tls.admin, http.NotFoundHandler())
+	tlsURL := serveHTTPS(t, tlsNode.tls.Admin, http.NotFoundHandler())
 
 	plainAddr := strings.TrimPrefix(plainSrv.URL, "http://")
 	resp, err := tlsNode.peerHTTPClient(5 * time.Second).Get(tlsNode.peerURL(plainAddr, PathRing))
@@ -406,14 +380,14 @@ func TestBadTLSConfigIsOneClearError(t *testing.T) {
 	p := newPKI(t)
 	good := p.coordinatorTLS("c1", p.raftCA)
 	for name, tc := range map[string]struct {
-		tls  TLS
+		tls  auth.TLS
 		want string
 	}{
-		"missing certificate": {TLS{Server: tlsfiles.Files{Cert: "/nope.crt", Key: good.Server.Key}}, "/nope.crt"},
-		"client CA alone":     {TLS{Server: tlsfiles.Files{CA: p.workerCAFile}}, "--tls-client-ca needs --tls-cert"},
-		"raft without CA":     {TLS{Raft: tlsfiles.Files{Cert: good.Raft.Cert, Key: good.Raft.Key}}, "--raft-tls-ca together"},
-		"garbage raft CA":     {TLS{Raft: tlsfiles.Files{Cert: good.Raft.Cert, Key: good.Raft.Key, CA: good.Raft.Key}}, "holds no PEM certificate"},
-		"binding without mutual TLS": {TLS{Server: tlsfiles.Files{Cert: good.Server.Cert, Key: good.Server.Key}, RequireWorkerBinding: true},
+		"missing certificate": {auth.TLS{Server: tlsfiles.Files{Cert: "/nope.crt", Key: good.Server.Key}}, "/nope.crt"},
+		"client CA alone":     {auth.TLS{Server: tlsfiles.Files{CA: p.workerCAFile}}, "--tls-client-ca needs --tls-cert"},
+		"raft without CA":     {auth.TLS{Raft: tlsfiles.Files{Cert: good.Raft.Cert, Key: good.Raft.Key}}, "--raft-tls-ca together"},
+		"garbage raft CA":     {auth.TLS{Raft: tlsfiles.Files{Cert: good.Raft.Cert, Key: good.Raft.Key, CA: good.Raft.Key}}, "holds no PEM certificate"},
+		"binding without mutual TLS": {auth.TLS{Server: tlsfiles.Files{Cert: good.Server.Cert, Key: good.Server.Key}, RequireWorkerBinding: true},
 			"needs mutual TLS"},
 	} {
 		_, err := New(Config{TLS: tc.tls})

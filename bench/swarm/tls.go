@@ -1,12 +1,13 @@
 package main
 
 import (
+	"github.com/retryring/retryring/coordinator/auth"
+
 	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/testkit/tlstest"
 )
@@ -28,7 +29,7 @@ func newBenchTLS(dir string) (*benchTLS, error) {
 	raftCA, workerCA := tlstest.NewCA("bench-raft-ca"), tlstest.NewCA("bench-worker-ca")
 	raftCAFile, workerCAFile := raftCA.WriteCA(dir, "raft-ca.crt"), workerCA.WriteCA(dir, "worker-ca.crt")
 	cert, key := raftCA.Issue(tlstest.Options{CommonName: "coordinator"}).Write(dir, "coordinator")
-	wCert, wKey := workerCA.Issue(tlstest.Options{CommonName: "swarm", URIs: []string{coordinator.WorkerIDPrefixURI + "w"}}).Write(dir, "worker")
+	wCert, wKey := workerCA.Issue(tlstest.Options{CommonName: "swarm", URIs: []string{auth.WorkerIDPrefixURI + "w"}}).Write(dir, "worker")
 	client, err := tlsfiles.Client(tlsfiles.Files{CA: raftCAFile, Cert: wCert, Key: wKey}, "", nil)
 	if err != nil {
 		return nil, fmt.Errorf("bench TLS: %w", err)

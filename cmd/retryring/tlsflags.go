@@ -1,12 +1,13 @@
 package main
 
 import (
+	"github.com/retryring/retryring/coordinator/auth"
+
 	"crypto/tls"
 	"fmt"
 
 	"github.com/spf13/pflag"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/tlsfiles"
 )
 
@@ -26,11 +27,11 @@ func (f *coordinatorTLSFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.raft.Key, "raft-tls-key", "", "PEM private key of --raft-tls-cert")
 	fs.StringVar(&f.raft.CA, "raft-tls-ca", "", "PEM CA that signs every coordinator's Raft certificate, and nothing else")
 	fs.BoolVar(&f.requireBinding, "tls-require-worker-id-binding", false,
-		"refuse worker certificates without a URI SAN "+coordinator.WorkerIDPrefixURI+"<prefix> (needs --tls-client-ca)")
+		"refuse worker certificates without a URI SAN "+auth.WorkerIDPrefixURI+"<prefix> (needs --tls-client-ca)")
 }
 
-func (f *coordinatorTLSFlags) config() coordinator.TLS {
-	return coordinator.TLS{Server: f.server, Raft: f.raft, RequireWorkerBinding: f.requireBinding}
+func (f *coordinatorTLSFlags) config() auth.TLS {
+	return auth.TLS{Server: f.server, Raft: f.raft, RequireWorkerBinding: f.requireBinding}
 }
 
 // workerTLSFlags are a worker's TLS flags towards the coordinators. None set: plain TCP.
