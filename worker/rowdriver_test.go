@@ -146,7 +146,7 @@ func TestRunRowRunsTheStatementsTheCoreAnswers(t *testing.T) {
 var errQueryTimedOut = errors.New("query timed out")
 
 func sameError(got, want error) bool {
-	if want == errQueryTimedOut {
+	if errors.Is(want, errQueryTimedOut) {
 		return got != nil && got.Error() == want.Error()
 	}
 	return errors.Is(got, want)

@@ -88,12 +88,11 @@ const (
 	countErrors
 )
 
-// rowLine names the line the driver logs when the row finishes.
+// rowLine names the line the driver logs when the row finishes; 0 is none.
 type rowLine int
 
 const (
-	lineNone rowLine = iota
-	lineRerecorded
+	lineRerecorded rowLine = iota + 1
 	lineDeadLettered
 )
 
