@@ -32,8 +32,10 @@ var rowDay = time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 //	ok [under=e1]        the action succeeded
 //	refused no_lease|expired|too_short|token_not_leased|stalled
 //	                     the guard refused the action
-//	held paused|impl_paused|breaker_open
-//	                     admission refused the execution
+//	held paused|impl_paused|breaker_open|no_share|stopped
+//	                     admission refused the execution (no_share: this worker has no share of
+//	                     the ring's rate; stopped: the worker stopped while the row waited for a
+//	                     token of the throttle)
 //	failed | stopped     the query failed; the worker stopped before it could start
 //	executed done|transient|permanent|not_sent [status=503] [retry_after=90s] [error=word] under=e1
 //	                     the executor's outcome, under the lease of epoch 1
@@ -252,7 +254,10 @@ var rowRefusals = map[string]map[string]error{
 		"no_lease": lease.ErrNoLease, "expired": lease.ErrLeaseExpired, "too_short": lease.ErrLeaseTooShort,
 		"token_not_leased": lease.ErrTokenNotLeased, "stalled": fmt.Errorf("%w: %w", lease.ErrLeaseTooShort, errStalled),
 	},
-	"held": {"paused": errRingPaused, "impl_paused": errImplPaused, "breaker_open": errBreakerOpen},
+	"held": {
+		"paused": errRingPaused, "impl_paused": errImplPaused, "breaker_open": errBreakerOpen,
+		"no_share": errNoShare, "stopped": ErrStopped,
+	},
 }
 
 func parseOutcome(args []string, named map[string]string) (Outcome, error) {
