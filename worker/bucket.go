@@ -320,7 +320,7 @@ func (s *Scanner) carry(ctx context.Context, run *bucketRun) bool {
 			}); err != nil {
 				return false
 			}
-			if s.finishedBy(m, found, t) != nil {
+			if finishedBy(m, found, t) != 0 {
 				continue
 			}
 			target, err := s.copyTo(ctx, run.key, settle, t, time.Duration(s.cfg.WindowMinutes)*time.Minute)

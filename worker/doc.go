@@ -57,6 +57,9 @@
 // marker. Then, if the lease makes this worker Node-0, the directory compaction pass (see
 // compact.go).
 //
+// What a row goes through is decided by a step function that does no I/O (rowState.next in
+// rowstep.go, its transcripts in testdata/row); runRow only performs the actions it answers.
+//
 // Every query and every execution goes through the guard first, with its own timeout as the
 // validity it needs, and runs bounded by that timeout. A refusal keeps what it interrupted: the
 // bucket and the instance stay whole for a later pass, by this worker or the next owner of the

@@ -77,12 +77,12 @@ func (s *Scanner) sweepRow(ctx context.Context, run *bucketRun, t cassandra.Tran
 	if err != nil {
 		return false, err
 	}
-	field := s.finishedBy(m, found, t)
-	if field == nil {
+	c := finishedBy(m, found, t)
+	if c == 0 {
 		s.count(&s.stats.HeldPaused)
 		return false, errSweptPaused
 	}
-	s.count(field)
+	s.count(s.stats.field(c))
 	if m.Expiring(t.Copy(), carryMargin) {
 		run.expiring.Store(true)
 	}
