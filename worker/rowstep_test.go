@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/transcript"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/transcript"
 	"github.com/retryring/retryring/window"
 	"github.com/retryring/retryring/worker/retrypolicy"
 )
