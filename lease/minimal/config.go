@@ -42,7 +42,7 @@ type Config struct {
 	// Tolerance is τ: right after a change every active member's share lies within τ of the mean
 	// (see the package doc for the exact bounds and when they hold). From 0 to 0.5.
 	Tolerance float64
-	// MaxRanges is k, the most ranges a member ever holds. At least 2.
+	// MaxRanges is k, the most ranges a member ever holds. At least JoinPieces (⌈1/τ⌉+2).
 	MaxRanges int
 	// MergeAbove is the range count above which the even-out step merges a member's smallest
 	// ranges into its neighbours'. Default MaxRanges/2: a settled ring keeps half of k free for
@@ -81,8 +81,8 @@ func (c Config) Validate() error {
 	switch {
 	case !(c.Tolerance > 0 && c.Tolerance <= 0.5): // written so that NaN is refused too
 		return fmt.Errorf("%w: tolerance %v is not in (0, 0.5]", ErrConfig, c.Tolerance)
-	case c.MaxRanges < 2:
-		return fmt.Errorf("%w: max ranges %d is below 2", ErrConfig, c.MaxRanges)
+	case c.MaxRanges < c.JoinPieces():
+		return fmt.Errorf("%w: max ranges %d is below ⌈1/τ⌉+2 = %d, the pieces a join may take", ErrConfig, c.MaxRanges, c.JoinPieces())
 	case c.MergeAbove < 1 || c.MergeAbove > c.MaxRanges:
 		return fmt.Errorf("%w: merge above %d is not in [1, max ranges %d]", ErrConfig, c.MergeAbove, c.MaxRanges)
 	case c.StepMoves < 1:
@@ -91,8 +91,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// JoinPieces is the most pieces a join from a settled ring gives the newcomer (see the package
-// doc): one per donor, and a donor gives at least its excess over the lower bound.
+// JoinPieces is ⌈1/τ⌉+2, about the pieces a join from a settled ring gives the newcomer: one per
+// donor, each donor giving down to the lower bound, that is about τ+1/N of the mean (see the
+// package doc), so about 1/τ donors make up the newcomer's 1/(N+1).
 func (c Config) JoinPieces() int {
 	c = c.WithDefaults()
 	return int(math.Ceil(1/c.Tolerance)) + 2

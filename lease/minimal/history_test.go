@@ -67,19 +67,28 @@ func checkMoves(t *rapid.T, before, after minimal.Assignment, moves []minimal.Mo
 	return total
 }
 
+// modelBounds are the shares a member may hold among n right after a change, in tokens:
+// ⌊(1−τ)·2^64/n⌋ and ⌈(1+τ)·2^64/n⌉.
+func modelBounds(n int, tau float64) (lo, hi *big.Int) {
+	mean := new(big.Rat).SetFrac(ring, big.NewInt(int64(n)))
+	tr := new(big.Rat).SetFloat64(tau)
+	l := new(big.Rat).Mul(mean, new(big.Rat).Sub(big.NewRat(1, 1), tr))
+	h := new(big.Rat).Mul(mean, new(big.Rat).Add(big.NewRat(1, 1), tr))
+	lo = new(big.Int).Quo(l.Num(), l.Denom())
+	hi, rem := new(big.Int).QuoRem(h.Num(), h.Denom(), new(big.Int))
+	if rem.Sign() != 0 {
+		hi.Add(hi, big.NewInt(1))
+	}
+	return lo, hi
+}
+
 // outside lists the active members that hold fewer than ⌊(1−τ)·2^64/n⌋ or more than
 // ⌈(1+τ)·2^64/n⌉ tokens, n counting the members that left and are still reserved.
 func outside(a minimal.Assignment, tau float64) []string {
 	if len(a.Members) < 2 {
 		return nil
 	}
-	mean := new(big.Rat).SetFrac(ring, big.NewInt(int64(len(a.Members))))
-	tr := new(big.Rat).SetFloat64(tau)
-	lo := new(big.Rat).Mul(mean, new(big.Rat).Sub(big.NewRat(1, 1), tr))
-	hi := new(big.Rat).Mul(mean, new(big.Rat).Add(big.NewRat(1, 1), tr))
-	loInt := new(big.Int).Quo(lo.Num(), lo.Denom())
-	hiInt := new(big.Int).Quo(hi.Num(), hi.Denom())
-	hiInt.Add(hiInt, big.NewInt(1))
+	loInt, hiInt := modelBounds(len(a.Members), tau)
 	s := shares(a)
 	var out []string
 	for _, m := range a.Members {
@@ -98,11 +107,16 @@ func checkBalance(t *rapid.T, what string, a minimal.Assignment, tau float64) {
 	}
 }
 
-// balanced reports whether a is a state the bounds of a change start from: every member active
-// and within τ of the mean.
-func balanced(a minimal.Assignment, tau float64) bool {
+// balanced reports whether a is a state the bounds of a change start from: every member active,
+// within τ of the mean, and holding at most MergeAbove ranges (what an idle ring reaches).
+func balanced(a minimal.Assignment, cfg minimal.Config) bool {
 	_, reserved := split(a)
-	return len(reserved) == 0 && len(outside(a, tau)) == 0
+	for _, m := range a.Members {
+		if len(m.Ranges) > cfg.MergeAbove {
+			return false
+		}
+	}
+	return len(reserved) == 0 && len(outside(a, cfg.Tolerance)) == 0
 }
 
 // history drives a planner through generated joins, leaves, returns, expiries and idle spells,
@@ -122,7 +136,7 @@ func history(t *rapid.T, cfg minimal.Config, steps int) {
 	evenAtLeave := map[string]bool{}
 	for range steps {
 		active, reserved := split(a)
-		even := balanced(a, cfg.Tolerance)
+		even := balanced(a, cfg)
 		op := rapid.IntRange(0, 9).Draw(t, "op")
 		switch {
 		case op <= 3 || len(active) == 0: // join of a new id
@@ -152,6 +166,8 @@ func history(t *rapid.T, cfg minimal.Config, steps int) {
 					t.Fatalf("join of %s to %d members moved %.5f of the ring, above 1/(N+1)+τ/N", id, n, f)
 				}
 				checkBalance(t, "join of "+id, a, cfg.Tolerance)
+				checkDonors(t, before, moves)
+				checked.joins++
 			}
 		case op <= 5: // leave
 			id := rapid.SampledFrom(active).Draw(t, "leaver")
@@ -175,6 +191,8 @@ func history(t *rapid.T, cfg minimal.Config, steps int) {
 				checkHandOn(t, before, a, moves, id)
 				if even {
 					checkBalance(t, "leave of "+id, a, cfg.Tolerance)
+					checkReceivers(t, before, moves, cfg.Tolerance)
+					checked.leaves++
 				}
 			}
 		case op == 6 && len(reserved) > 0: // a new incarnation comes back within the delay
@@ -185,6 +203,7 @@ func history(t *rapid.T, cfg minimal.Config, steps int) {
 			if err != nil {
 				t.Fatalf("return of %s: %v", id, err)
 			}
+			checked.returns++
 			if len(moves) > 0 || !a.Members[a.Index(id)].Ranges.Equal(leftWith[id]) || a.Index(id) != before.Index(id) {
 				t.Fatalf("return of %s moved %v; it holds %v at index %d, it left with %v at %d",
 					id, moves, a.Members[a.Index(id)].Ranges, a.Index(id), leftWith[id], before.Index(id))
@@ -201,6 +220,8 @@ func history(t *rapid.T, cfg minimal.Config, steps int) {
 				checkHandOn(t, before, a, moves, reserved[0])
 				if evenAtLeave[reserved[0]] {
 					checkBalance(t, "expiry of "+reserved[0], a, cfg.Tolerance)
+					checkReceivers(t, before, moves, cfg.Tolerance)
+					checked.leaves++
 				}
 			}
 		default: // idle long enough to even out
@@ -209,8 +230,59 @@ func history(t *rapid.T, cfg minimal.Config, steps int) {
 			checkCoverage(t, a, cfg.MaxRanges)
 			evenOut(t, p, a)
 			a = settle(t, p, a)
+			checked.settles++
 		}
 		now = now.Add(time.Second)
+	}
+}
+
+// checked counts the bounds checked, so that a test can tell they were not vacuous.
+var checked struct{ joins, leaves, returns, settles int }
+
+// checkDonors fails unless the join took from the most loaded: no member that gave nothing held
+// more than one that gave.
+func checkDonors(t *rapid.T, before minimal.Assignment, moves []minimal.Move) {
+	s := shares(before)
+	gave := map[string]bool{}
+	for _, mv := range moves {
+		gave[mv.From] = true
+	}
+	for d := range gave {
+		for _, m := range before.Members {
+			if !gave[m.ID] && s[m.ID].Cmp(s[d]) > 0 {
+				t.Fatalf("the join took from %s (%v tokens), not from %s (%v)", d, s[d], m.ID, s[m.ID])
+			}
+		}
+	}
+}
+
+// checkReceivers fails unless the hand-on gave to the least loaded: every member that received
+// was under the upper bound of the ring without the leaver, and every member under its lower
+// bound received.
+func checkReceivers(t *rapid.T, before minimal.Assignment, moves []minimal.Move, tau float64) {
+	var leaver string
+	got := map[string]bool{}
+	for _, mv := range moves {
+		leaver, got[mv.To] = mv.From, true
+	}
+	if leaver == "" {
+		return
+	}
+	n := len(before.Members) - 1
+	if n < 2 {
+		return
+	}
+	lo, hi := modelBounds(n, tau)
+	for id, v := range shares(before) {
+		if id == leaver {
+			continue
+		}
+		if got[id] && v.Cmp(hi) >= 0 {
+			t.Fatalf("the hand-on of %s gave to %s, which held %v tokens, at or above the upper bound", leaver, id, v)
+		}
+		if !got[id] && v.Cmp(lo) < 0 {
+			t.Fatalf("the hand-on of %s gave nothing to %s, which held %v tokens, under the lower bound", leaver, id, v)
+		}
 	}
 }
 
@@ -329,4 +401,8 @@ func TestHistoriesKeepEveryBound(t *testing.T) {
 		}
 		history(t, cfg, rapid.IntRange(1, 60).Draw(t, "steps"))
 	})
+	t.Logf("bounds checked after %d joins, %d leaves, %d returns, %d idle spells", checked.joins, checked.leaves, checked.returns, checked.settles)
+	if checked.joins == 0 || checked.leaves == 0 || checked.returns == 0 || checked.settles == 0 {
+		t.Errorf("a bound was never checked: %+v", checked)
+	}
 }
