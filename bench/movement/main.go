@@ -88,6 +88,33 @@ type side struct {
 type result struct {
 	n                    int
 	contiguous, minimalM side
+	// busy is the minimal mode on the same sequences with no idle time at all: no even-out ever.
+	busy busyStats
+}
+
+// busyStats is what the minimal mode does when changes follow each other with no idle time.
+type busyStats struct {
+	join, leave  stat // share of the ring moved
+	outside      stat // 1 for a change after which an active member is outside τ, else 0
+	rangesChange stat // most ranges of one member right after a change
+	rangesMean   stat // mean ranges per member right after a change
+}
+
+// record adds the state after a change of the busy ring.
+func (b *busyStats) record(p *minimal.Planner, a minimal.Assignment) {
+	most, total, out := 0, 0, 0.0
+	n := float64(len(a.Members))
+	tau := p.Config().Tolerance
+	for _, m := range a.Members {
+		most, total = max(most, len(m.Ranges)), total+len(m.Ranges)
+		// A float64 share is exact to about 2^-53 of the ring, far inside the bounds' margins.
+		if f := m.Ranges.Fraction(); f < (1-tau)/n-1e-12 || f > (1+tau)/n+1e-12 {
+			out = 1
+		}
+	}
+	b.outside.add(out)
+	b.rangesChange.add(float64(most))
+	b.rangesMean.add(float64(total) / n)
 }
 
 func measure(p *minimal.Planner, n int, o options) result {
@@ -99,6 +126,7 @@ func measure(p *minimal.Planner, n int, o options) result {
 			order[i] = fmt.Sprintf("w%d", i)
 		}
 		a := settle(p, joinAll(p, order), nil)
+		busy := a
 		now := time.Unix(0, 0)
 		next := n
 		for c := range o.changes {
@@ -117,6 +145,11 @@ func measure(p *minimal.Planner, n int, o options) result {
 				res.minimalM.join.add(movedShare(a.Owners(), b.Owners()))
 				res.minimalM.joinHand.add(float64(handovers(a.Owners(), b.Owners())))
 				a = b
+				if b, _, err = p.Join(busy, id); err != nil {
+					benchkit.Fail(err)
+				}
+				res.busy.join.add(movedShare(busy.Owners(), b.Owners()))
+				busy = b
 			} else {
 				id := order[rng.IntN(len(order))]
 				before := contiguous(order)
@@ -124,7 +157,8 @@ func measure(p *minimal.Planner, n int, o options) result {
 				after := contiguous(order)
 				res.contiguous.leave.add(movedShare(before, after))
 				res.contiguous.leaveHand.add(float64(handovers(before, after)))
-				left, _, err := p.Leave(a, id, now)
+				leftAt := now
+				left, _, err := p.Leave(a, id, leftAt)
 				if err != nil {
 					benchkit.Fail(err)
 				}
@@ -133,7 +167,14 @@ func measure(p *minimal.Planner, n int, o options) result {
 				res.minimalM.leave.add(movedShare(a.Owners(), b.Owners()))
 				res.minimalM.leaveHand.add(float64(handovers(a.Owners(), b.Owners())))
 				a = b
+				if left, _, err = p.Leave(busy, id, leftAt); err != nil {
+					benchkit.Fail(err)
+				}
+				b, _ = p.Expire(left, now)
+				res.busy.leave.add(movedShare(busy.Owners(), b.Owners()))
+				busy = b
 			}
+			res.busy.record(p, busy)
 			most, total := 0, 0
 			for _, m := range a.Members {
 				most, total = max(most, len(m.Ranges)), total+len(m.Ranges)
@@ -283,6 +324,17 @@ func render(results []result) string {
 	for _, r := range results {
 		s := r.minimalM
 		fmt.Fprintf(&b, "| %d | %.2f | %.1f / %.0f | %.0f |\n", r.n, s.rangesMeanAfterChange.mean(), s.rangesChange.mean(), s.rangesChange.max, s.rangesSettled.max)
+	}
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "Minimal mode with no idle time: the same changes back to back, no even-out ever")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "| N | join: moved (mean / max) | leave: moved (mean / max) | changes leaving a member outside τ | ranges per member after a change: mean | most of one member (mean / max) |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|")
+	for _, r := range results {
+		s := r.busy
+		fmt.Fprintf(&b, "| %d | %s / %s | %s / %s | %s | %.2f | %.1f / %.0f |\n", r.n,
+			pct(s.join.mean()), pct(s.join.max), pct(s.leave.mean()), pct(s.leave.max),
+			pct(s.outside.mean()), s.rangesMean.mean(), s.rangesChange.mean(), s.rangesChange.max)
 	}
 	return b.String()
 }
