@@ -86,7 +86,11 @@
 // newcomer its own T/(N(N+1)): N pieces, so the newcomer would hold N ranges. Letting donors go
 // down to lo instead of the mean means that about 1/τ donors suffice (each can give about
 // (τ + 1/N)·T/N), which is why k is at least ⌈1/τ⌉+2; exact equality is then restored only when
-// idle, by pushes that cost moves but no ranges.
+// idle, by pushes that cost moves but no ranges. The same arithmetic says what the idle even-out
+// costs: for shares within one token after a join, every old member must give something, so any
+// assignment that reaches one token makes at least N handovers per join (the contiguous split
+// makes N too). What this mode saves is the share moved, hence the instances re-scanned, and the
+// rush: the slivers move when the ring is idle, StepMoves at a time (docs/benchmarks.md, Figure 18).
 //
 // Use:
 //

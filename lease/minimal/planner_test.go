@@ -179,3 +179,27 @@ func TestContiguousSplitMovesHalfPerJoin(t *testing.T) {
 		t.Logf("N = %3d: a join moves %.4f of the ring (minimal), 0.5 (contiguous)", n, m)
 	}
 }
+
+// TestEvenOutWaitsForReservations: a ring with a reservation pending is not idle: EvenOut moves
+// nothing and Settled says no, whatever the shares.
+func TestEvenOutWaitsForReservations(t *testing.T) {
+	p, _ := minimal.NewPlanner(minimal.Config{})
+	var a minimal.Assignment
+	for _, id := range []string{"w0", "w1", "w2", "w3"} {
+		a, _, _ = p.Join(a, id)
+	}
+	if p.Settled(a) {
+		t.Fatalf("unequal shares reported settled:\n%v", a)
+	}
+	a, _, _ = p.Leave(a, "w3", time.Unix(0, 0))
+	if b, moves := p.EvenOut(a); len(moves) > 0 || b.String() != a.String() {
+		t.Fatalf("EvenOut with a reservation pending moved %v", moves)
+	}
+	if p.Settled(a) {
+		t.Fatal("a ring with a reservation pending reported settled")
+	}
+	a, _ = p.Expire(a, time.Unix(0, 0).Add(p.Config().ReturnDelay))
+	if _, moves := p.EvenOut(a); len(moves) == 0 {
+		t.Fatalf("EvenOut after the expiry moved nothing on\n%v", a)
+	}
+}
