@@ -22,7 +22,9 @@
 //   - Join of a new id: it takes the next node index. Every member above hi (of n+1) gives its
 //     excess; then the newcomer takes what it still lacks of the mean from the most loaded members,
 //     each down to lo at most. A donor gives a range touching the newcomer's if it has one, else
-//     cuts its largest range at an end, or gives a whole range: a donor never gains a range.
+//     cuts its largest range at an end, or gives a whole range: a donor never gains a range. A
+//     reserved member gives nothing, so a ring whose members have all left gives a newcomer
+//     nothing until their reservations are handed on to it by Expire.
 //   - Leave: the member keeps its node index and its ranges, reserved, for ReturnDelay; nothing
 //     moves. A join of its id in that time (a new incarnation, a rolling restart) is a return: it
 //     gets its index and exactly its old ranges back, and nothing moves.
