@@ -158,20 +158,24 @@ func TestWorkerRetryPolicyFlags(t *testing.T) {
 	}
 }
 
-// TestWorkerRefusesAKeyspaceWithoutThePerStateMarkerCells: on a keyspace the release before the
-// per-state marker cells made, a worker would write IN_PROGRESS and COMMITTED into cells that are
-// not there; it refuses to start, in one line that names what is missing and the command to run.
-func TestWorkerRefusesAKeyspaceWithoutThePerStateMarkerCells(t *testing.T) {
+// TestWorkerWaitsForTheSchemaOnAKeyspaceWithoutThePerStateMarkerCells: on a keyspace the release
+// before the per-state marker cells made, a worker would write IN_PROGRESS and COMMITTED into
+// cells that are not there; it does not work there. It stays up, not ready, and /readyz says in
+// one line what is missing and the command to run.
+func TestWorkerWaitsForTheSchemaOnAKeyspaceWithoutThePerStateMarkerCells(t *testing.T) {
 	ks := cassandratest.KeyspaceFromFixture(t, filepath.Join("..", "..", "cassandra", "testdata", "schema-70c1d4d.cql"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := newRootCommand()
-	cmd.SetArgs([]string{"worker", "--http-addr", "", "--cassandra", cassandratest.Addr(), "--keyspace", ks,
-		"--coordinators", "127.0.0.1:1", "--worker-id", "w-upgrade"})
-	err := cmd.ExecuteContext(ctx)
-	if err == nil || !strings.Contains(err.Error(), "retryring schema apply") ||
-		!strings.Contains(err.Error(), "es_execution_markers.committed_by") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("worker on the keyspace before the upgrade: %v; want one line naming the missing columns and `retryring schema apply`", err)
+	w := startWorker(t, "w-upgrade", "--cassandra", cassandratest.Addr(), "--keyspace", ks, "--coordinators", "127.0.0.1:1")
+	b := w.readyz(ctx, "503 naming the schema", func(code int, reason string) bool {
+		return code == http.StatusServiceUnavailable && strings.Contains(reason, "schema")
+	})
+	reason := b["reason"].(string)
+	if !strings.Contains(reason, "retryring schema apply") || !strings.Contains(reason, "es_execution_markers.committed_by") || strings.Contains(reason, "\n") {
+		t.Fatalf("/readyz on the keyspace before the upgrade: %q; want one line naming the missing columns and `retryring schema apply`", reason)
+	}
+	if code, _ := w.get("/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz %d, want 200: the worker stays up", code)
 	}
 }
 

@@ -47,7 +47,11 @@ func (c *Client) CheckCredentials(ctx context.Context) error {
 func (c *Client) checkOne(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout+checkRefusalWait+c.cfg.RequestTimeout)
 	defer cancel()
-	sess, err := c.dial(ctx, addr)
+	// No KEEPALIVE before the connection closes: rsocket-go starts its keepalive ticker before it
+	// dials, and when the dial takes longer than a period (a busy host, a TLS handshake) the first
+	// KEEPALIVE is written while Start still writes the SETUP, a data race inside the library. The
+	// check's own request is the coordinator's sign of life within its silence timeout.
+	sess, err := c.dialKeepalive(ctx, addr, c.cfg.DialTimeout+checkRefusalWait+c.cfg.RequestTimeout)
 	if err != nil {
 		return classifyCheck(addr, err)
 	}
