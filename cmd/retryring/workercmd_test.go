@@ -57,7 +57,7 @@ func TestWorkerEndpoints(t *testing.T) {
 	}
 	// Waiting for Cassandra, refused by the coordinators: both reasons, each in its own field too.
 	unreachable := "cassandra unreachable: connect to 127.0.0.1:1: dial tcp 127.0.0.1:1: connect: connection refused"
-	refused := "the coordinator refused this worker's credentials by 127.0.0.1:2: rsocket REJECTED_SETUP: unauthorized"
+	refused := "the coordinator at 127.0.0.1:2 refused this worker's credentials: rsocket REJECTED_SETUP: unauthorized"
 	ready.setCassandra(unreachable)
 	ready.setCoordinator(refused)
 	if code, b := get("/readyz"); code != 503 || b["reason"] != unreachable+"; "+refused || b["cassandra"] != unreachable || b["coordinator"] != refused {

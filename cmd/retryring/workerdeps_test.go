@@ -294,7 +294,7 @@ func TestWorkerReportsARefusedTokenBeforeCassandra(t *testing.T) {
 		return code == http.StatusServiceUnavailable && strings.Contains(reason, "unauthorized")
 	})
 	coord, _ := b["coordinator"].(string)
-	if !strings.HasPrefix(coord, "the coordinator refused this worker's credentials by "+node.RSocketAddr()) ||
+	if !strings.HasPrefix(coord, "the coordinator at "+node.RSocketAddr()+" refused this worker's credentials: ") ||
 		!strings.Contains(coord, "the token is not valid for ring local/default/orders") {
 		t.Fatalf("/readyz coordinator reason %q; want the refusal of the token for the ring", coord)
 	}

@@ -28,9 +28,9 @@ const checkRefusalWait = 300 * time.Millisecond
 // and this one would replace Run's.
 //
 // It returns nil when a coordinator admitted the SETUP; an error wrapping ErrRefused when one
-// refused the token or the certificate, or the TLS handshake failed (the error says which, naming
-// the worker's flags where it can); and otherwise the last address's error (ErrDisconnected: no
-// coordinator answered).
+// refused the token or the certificate, the worker did not trust the coordinator's certificate, or
+// the TLS handshake failed otherwise (the error says which, naming the worker's flags where it
+// can); and otherwise the last address's error (ErrDisconnected: no coordinator answered).
 func (c *Client) CheckCredentials(ctx context.Context) error {
 	var last error
 	for _, addr := range c.cfg.Coordinators {
@@ -85,23 +85,35 @@ func (c *Client) checkOne(ctx context.Context, addr string) error {
 // configuration does: a refused token or SETUP, a certificate refused either way, or a handshake
 // that failed for TLS reasons.
 func classifyCheck(addr string, err error) error {
-	if refusedCredentials(err) {
-		return fmt.Errorf("%w by %s: %w", ErrRefused, addr, err)
-	}
-	return err
-}
-
-func refusedCredentials(err error) bool {
 	var (
 		verify  *tls.CertificateVerificationError
 		unknown x509.UnknownAuthorityError
 		host    x509.HostnameError
-		record  tls.RecordHeaderError
 	)
+	switch {
+	case errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host):
+		return &refusal{msg: "this worker does not trust the certificate of the coordinator at " + addr + " (--coordinator-ca): " + err.Error(), err: err}
+	case refusedCredentials(err):
+		return &refusal{msg: "the coordinator at " + addr + " refused this worker's credentials: " + err.Error(), err: err}
+	}
+	return err
+}
+
+// refusal is an ErrRefused that says who refused what.
+type refusal struct {
+	msg string
+	err error
+}
+
+func (r *refusal) Error() string { return r.msg }
+
+func (r *refusal) Unwrap() []error { return []error{ErrRefused, r.err} }
+
+func refusedCredentials(err error) bool {
+	var record tls.RecordHeaderError
 	if _, _, ok := tlsfiles.CertificateRefusal(err); ok {
 		return true
 	}
-	return errors.Is(err, lease.ErrUnauthorized) || errors.Is(err, lease.ErrBadSetup) ||
-		errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &record) ||
+	return errors.Is(err, lease.ErrUnauthorized) || errors.Is(err, lease.ErrBadSetup) || errors.As(err, &record) ||
 		strings.Contains(err.Error(), "TLS handshake with ") || strings.Contains(err.Error(), "the coordinator refused the TLS connection")
 }
