@@ -162,6 +162,9 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	cfg.Clock, cfg.WriteClock = clock, clock
 	guard := lease.NewGuard(clock, leaseclient.DefaultGuardMargin)
 
+	// Alive at once, ready once it can work: /healthz answers before Cassandra does, and /readyz
+	// says what the worker waits for.
+	ready := &readiness{}
 	var scanner *worker.Scanner // built once Cassandra is up; the client's hooks run only after
 	clientConfig := func(incarnation string) leaseclient.Config {
 		return leaseclient.Config{
@@ -171,6 +174,9 @@ func runWorker(ctx context.Context, o workerOptions) error {
 				return scanner.Drain(ctx, old, next)
 			},
 			Report: func() lease.Report { return scanner.Report() },
+			// A lease proves the coordinators admit the worker: a refusal the credentials
+			// check saw before is stale (the operator fixed the token file, say).
+			OnLease: func(lease.Lease) { ready.setCoordinator("") },
 		}
 	}
 	first, err := leaseclient.New(clientConfig(""))
@@ -178,9 +184,6 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		return err
 	}
 
-	// Alive at once, ready once it can work: /healthz answers before Cassandra does, and /readyz
-	// says what the worker waits for.
-	ready := &readiness{}
 	deps := &dependencyStats{}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newDependencyMetrics(deps), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -338,8 +341,8 @@ func workerMux(id workerIdentity, reg *prometheus.Registry) *http.ServeMux {
 		}
 		cass, coord, leaseFit, clock := id.ready.snapshot()
 		l, leaseErr := id.guard.Check(0)
-		// A refusal seen before the worker ran is stale once a lease arrived: the coordinators
-		// admitted it after all.
+		// A refusal is not shown beside a usable lease: the coordinators admitted the worker after
+		// all (the lease client clears it with its first lease).
 		if cass != "" || (leaseErr != nil && coord != "") {
 			var reasons []string
 			extra := map[string]any{}

@@ -267,7 +267,8 @@ func (s *syncBuffer) String() string {
 
 // TestWorkerReportsARefusedTokenBeforeCassandra: a coordinator that requires worker tokens
 // refuses the worker's; with Cassandra unreachable (a closed port) the worker says both on
-// /readyz, and the refusal in its log, before it ever reached Cassandra and without joining.
+// /readyz, and the refusal in its log, before it ever reached Cassandra and without joining. Once
+// the coordinator's file admits the token, the refusal leaves /readyz and the log says so.
 func TestWorkerReportsARefusedTokenBeforeCassandra(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -306,6 +307,22 @@ func TestWorkerReportsARefusedTokenBeforeCassandra(t *testing.T) {
 	})
 	if members := ringMembers(node.HTTPAddr()); len(members) != 0 {
 		t.Fatalf("the credentials check joined the ring: %v", members)
+	}
+
+	// The operator adds the worker's token to the coordinator's file (re-read every second): the
+	// next check is admitted, and /readyz is left with Cassandra alone.
+	write("tokens.yaml", `- {ring: "local/default/orders", hash: "`+coordinator.HashToken("a-mistyped-token-0123456789")+`", name: "orders"}`+"\n")
+	b = w.readyz(ctx, "503 with Cassandra's reason alone", func(code int, reason string) bool {
+		return code == http.StatusServiceUnavailable && strings.HasPrefix(reason, "cassandra unreachable: ") && !strings.Contains(reason, "credentials")
+	})
+	if _, ok := b["coordinator"]; ok {
+		t.Fatalf("/readyz still names a refusal after the token was admitted: %v", b)
+	}
+	eventually(ctx, t, "the admission in the log", func() bool {
+		return strings.Contains(logs.String(), "a coordinator admits this worker's credentials")
+	})
+	if members := ringMembers(node.HTTPAddr()); len(members) != 0 {
+		t.Fatalf("the admitted check joined the ring: %v", members)
 	}
 }
 
