@@ -147,6 +147,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err != nil {
 		return err
 	}
+	cassandraConfig.Logger = newGocqlLogger(log)
 	// A configuration error (a consistency level, an unreadable certificate) is said at once;
 	// what Cassandra itself answers is retried below.
 	if _, err := cassandraConfig.ClusterConfig(); err != nil {
