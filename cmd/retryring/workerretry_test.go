@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/clockcheck"
 )
 
 // TestRetryDelaySchedule: retry n waits within [c/2, c) for c = min(30 s, 0.5 s × 2^n): the
@@ -127,5 +128,38 @@ func TestWorkerCassandraLostAfterFlag(t *testing.T) {
 			!strings.Contains(err.Error(), "must be positive: it is how long Cassandra may be unreachable before the worker gives its ranges back") {
 			t.Errorf("--cassandra-lost-after %s: %v", v, err)
 		}
+	}
+}
+
+// TestRingMembershipGate: the worker may be in its ring only once a first clock verdict said
+// trusted and while Cassandra is not lost; the reason to leave is the clock's first, then
+// Cassandra's.
+func TestRingMembershipGate(t *testing.T) {
+	m := &ringMembership{wake: make(chan struct{}, 1)}
+	gate := func() string {
+		open, reason := m.gate()
+		return fmt.Sprintf("%v %s", open, reason)
+	}
+	steps := []struct {
+		do   func()
+		want string
+	}{
+		{func() {}, "false "},
+		{func() { m.cassandraChanged("cassandra unreachable: x (for longer than --cassandra-lost-after 30s)") }, "false "},
+		{func() { m.clockChanged(clockcheck.Status{Trusted: true}) }, "false cassandra unreachable: x (for longer than --cassandra-lost-after 30s)"},
+		{func() { m.clockChanged(clockcheck.Status{Reason: "clock offset beyond"}) }, "false clock offset beyond"},
+		{func() { m.cassandraChanged("") }, "false clock offset beyond"},
+		{func() { m.clockChanged(clockcheck.Status{Trusted: true}) }, "true "},
+	}
+	for i, s := range steps {
+		s.do()
+		if got := gate(); got != s.want {
+			t.Fatalf("step %d: gate %q, want %q", i, got, s.want)
+		}
+	}
+	select {
+	case <-m.wake: // the changes left one wake-up for run, never blocking their callers
+	default:
+		t.Fatal("no wake-up after the changes")
 	}
 }
