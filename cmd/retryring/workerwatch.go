@@ -51,10 +51,6 @@ func (w *cassandraWatch) observe(now time.Time, ok bool) watchStep {
 		return stepBack
 	case w.since.IsZero():
 		w.since = now
-		if w.lostAfter <= 0 {
-			w.gaveUp = true
-			return stepGiveUp
-		}
 		return stepLost
 	case !w.gaveUp && now.Sub(w.since) >= w.lostAfter:
 		w.gaveUp = true
