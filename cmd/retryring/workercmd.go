@@ -207,12 +207,15 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		check:   func(ctx context.Context, s *gocql.Session) error { return cassandra.CheckSchema(ctx, s, o.cf.keyspace) },
 		ready:   ready, stats: deps, log: log, now: time.Now, sleep: sleepCtx, draw: jitter,
 	}
-	session, err := gate.open(ctx)
+	session, err := gate.open(ctx) // fails only when ctx ends: a signal before Cassandra was ready
 	stopCheck()
 	<-checkDone
-	if err != nil {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		log.Info().Msg("stopped before Cassandra was ready")
-		return nil // a signal: nothing was started that needs stopping
+		return nil // nothing was started that needs stopping
+	}
+	if err != nil {
+		return err
 	}
 	defer session.Close()
 
