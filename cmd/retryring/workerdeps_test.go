@@ -192,10 +192,12 @@ func schemaKeyspace(ctx context.Context, t *testing.T) string {
 	return ks
 }
 
-// TestWorkerWaitsForCassandra: with Cassandra cut off (a proxy in front of the real one that
-// resets every connection), the worker serves /healthz at once and /readyz 503 saying Cassandra
-// is unreachable, and stays up; when the proxy lets Cassandra through it becomes ready, joins its
-// ring and drains a failure that was waiting.
+// TestWorkerWaitsForCassandra: with Cassandra out of reach (a proxy in front of the real one that
+// holds every connection without an answer, as a black-holed network does), the worker serves
+// /healthz at once and /readyz 503 saying Cassandra is unreachable, and stays up; when the proxy
+// lets Cassandra through it becomes ready, joins its ring and drains a failure that was waiting.
+// (A proxy that resets connections would read as a node that wants TLS: cassandra.ConnectError
+// says so for a connection closed at the first CQL frame.)
 func TestWorkerWaitsForCassandra(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -208,7 +210,7 @@ func TestWorkerWaitsForCassandra(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	proxy.Cut()
+	proxy.Hang()
 
 	w := startWorker(t, "w-waits", "--cassandra", proxy.Addr(), "--keyspace", ks, "--coordinators", node.RSocketAddr(),
 		"--executor-url", exec.srv.URL, "--clock-check-every", "200ms", "--log-level", "warn")
