@@ -91,8 +91,8 @@ test: build image cassandra-start conformance-deps chromium chart-check
 	# This regression test provokes a race inside reactor-go on purpose, so it runs without -race.
 	$(GO) test -count=1 -run TestConnectionClosingDuringSubscribe ./worker/leaseclient
 	# A hundred lease clients dialling at once trip a race inside rsocket-go's client setup; this
-	# fleet failover scenario is built without -race (internal/ringtest/fleet_test.go says why).
-	$(GO) test -count=1 -run TestFailoverWithHundredClientsChangesNoAssignment ./internal/ringtest
+	# fleet failover scenario is built without -race (testkit/ringtest/fleet_test.go says why).
+	$(GO) test -count=1 -run TestFailoverWithHundredClientsChangesNoAssignment ./testkit/ringtest
 	# The flood of bad clients beside two real workers (30 s, issue 10), and real lease clients
 	# refused at SETUP for their certificates: rsocket-go's client races with itself when a SETUP is
 	# rejected (coordinator/tls_refused_test.go says how), so these run without -race too.

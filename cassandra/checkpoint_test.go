@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/storetest"
+	"github.com/retryring/retryring/testkit/storetest"
 	"github.com/retryring/retryring/window"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 func TestConfigDefaults(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 // tlsNode is a TLS listener on loopback that completes handshakes and then closes: enough to

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/cassandratest"
+	"github.com/retryring/retryring/testkit/cassandratest"
 	"github.com/retryring/retryring/window"
 )
 

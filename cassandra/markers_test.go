@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/cassandratest"
-	"github.com/retryring/retryring/internal/storetest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/cassandratest"
+	"github.com/retryring/retryring/testkit/storetest"
 )
 
 // waitInProgressExpired returns once an IN_PROGRESS of ttl written now has expired in Cassandra:

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/storetest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/storetest"
 	"github.com/retryring/retryring/window"
 )
 

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/storetest"
+	"github.com/retryring/retryring/testkit/storetest"
 )
 
 // genIDs makes n distinct non-empty ids of every shape an instance id might take: one

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/cassandratest"
+	"github.com/retryring/retryring/testkit/cassandratest"
 )
 
 // skewed is the system clock moved by a fixed amount.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/retryring/retryring/internal/clocktest"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 // fakeProber answers as a server whose clock is `offset` ahead of clock, with a 2 ms round trip;

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/ringtest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/ringtest"
 )
 
 const (

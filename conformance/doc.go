@@ -2,7 +2,7 @@
 // it runs a client that shares no code with the coordinator — js/client.mjs, written only from
 // docs/protocol.md and docs/product.md on the JavaScript RSocket client (rsocket-js 0.0.27 from
 // npm, versions pinned in js/package-lock.json) — against three real coordinators on loopback
-// (internal/ringtest), with the product's default lease timing.
+// (testkit/ringtest), with the product's default lease timing.
 //
 // The script holds one scripted conversation and is given a follower's addresses only (RSocket,
 // and admin HTTP for the flow controls), and an address list of a port that refuses connections

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsocket/rsocket-go/core"
 
+	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/worker/leaseclient"
@@ -33,9 +34,9 @@ var otherRing = lease.RingKey{Region: "eu", Cluster: "c1", Service: "payments"}
 // tokenLine is the tokens-file line of token for ring (the zero ring: an admin token).
 func tokenLine(ring lease.RingKey, token string) string {
 	if ring == (lease.RingKey{}) {
-		return `- {hash: "` + HashToken(token) + `"}` + "\n"
+		return `- {hash: "` + auth.HashToken(token) + `"}` + "\n"
 	}
-	return `- {ring: "` + ring.String() + `", hash: "` + HashToken(token) + `", name: "` + token[:6] + `"}` + "\n"
+	return `- {ring: "` + ring.String() + `", hash: "` + auth.HashToken(token) + `", name: "` + token[:6] + `"}` + "\n"
 }
 
 // writeAuthFile writes content to path, replacing the file (as a Secret update does).

@@ -40,7 +40,7 @@ func writeStandardAuth(t *testing.T, dir string, workerLines ...string) {
 func (c *testCluster) reloadAll() {
 	for _, n := range c.nodes {
 		if !n.isClosed() {
-			n.auth.reload()
+			_ = n.auth.Reload()
 		}
 	}
 }
@@ -332,7 +332,7 @@ func TestAuthFilesThatBreakKeepTheLastGoodContent(t *testing.T) {
 	n := c.leader()
 
 	writeAuthFile(t, filePath(dir, "workers.yaml"), "- {ring: eu/c1/orders, hash: plain-secret}\n")
-	if err := n.auth.workers.check(); err == nil || !strings.Contains(err.Error(), "sha256") {
+	if err := n.auth.Reload(); err == nil || !strings.Contains(err.Error(), "sha256") {
 		t.Fatalf("a plain secret in the file: %v", err)
 	}
 	expectAdmitted := func(token string) {
@@ -344,12 +344,12 @@ func TestAuthFilesThatBreakKeepTheLastGoodContent(t *testing.T) {
 		_ = conn.Close()
 	}
 	expectAdmitted(tokOrders)
-	if err := n.auth.workers.check(); err == nil {
+	if err := n.auth.Reload(); err == nil {
 		t.Fatal("the same broken file passed the second time")
 	}
 
 	writeAuthFile(t, filePath(dir, "workers.yaml"), tokenLine(testRing, tokOrdersNew))
-	if err := n.auth.workers.check(); err != nil {
+	if err := n.auth.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	expectRejected(t, rawSetup(t, n.RSocketAddr(), "probe", testRing, tokOrders), lease.CodeUnauthorized)

@@ -118,6 +118,10 @@ type Config struct {
 	WorkerTokensFile  string
 	AdminTokenFile    string
 	ClusterSecretFile string
+	// Profiling serves Go's runtime profiles under /debug/pprof/ on the admin port (--profiling),
+	// to the holders of an admin token when --admin-token-file is set, reads included: a CPU
+	// profile costs the node CPU and a heap or goroutine dump shows its internals. Default off.
+	Profiling bool
 	// MaxConnections closes accepted RSocket connections beyond it at once; MaxSetupsPerSecond
 	// answers SETUPs beyond it busy (with a burst of one second's worth); MaxStreamsPerRing answers
 	// ring.leases beyond it busy. Zero: no cap. See limits.go.

@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/rsocket/rsocket-go"
 
+	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -19,7 +20,7 @@ type workerConn struct {
 	socket rsocket.CloseableRSocket
 	log    zerolog.Logger
 	// admission is what the SETUP was admitted with (auth.go): its token's digest.
-	admission admission
+	admission auth.Admission
 	// closeConn closes the underlying net.Conn; false when it was closed already.
 	closeConn func() bool
 

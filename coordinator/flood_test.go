@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/flood"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/flood"
 )
 
 // TestFloodBesideTwoRealWorkers is issue 10's flood: 500 garbage connections and 200 SETUPs

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,8 @@ const (
 	PathReadyz   = "/readyz"
 	PathRegister = "/v1/internal/register"
 	PathMetrics  = "/metrics"
+	// PathProfiles is the prefix of Go's runtime profiles (Config.Profiling).
+	PathProfiles = "/debug/pprof/"
 )
 
 type route struct {
@@ -55,6 +58,10 @@ func (n *Node) httpHandler() http.Handler {
 			n.serveRingAction(w, r)
 			return
 		}
+		if strings.HasPrefix(r.URL.Path, PathProfiles) {
+			n.serveProfiles(w, r)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, PathWorkers) {
 			n.serveWorkerAction(w, r)
 			return
@@ -71,6 +78,33 @@ func (n *Node) httpHandler() http.Handler {
 			rt.handler(w, r)
 		}
 	})
+}
+
+// serveProfiles serves net/http/pprof's handlers when Config.Profiling is set. authorizeHTTP
+// let a GET through; a profile needs the admin token all the same (Config.Profiling says why).
+func (n *Node) serveProfiles(w http.ResponseWriter, r *http.Request) {
+	if !n.cfg.Profiling {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found",
+			"message": r.URL.Path + ": profiling is off on this coordinator (start it with --profiling)"})
+		return
+	}
+	if refusal := n.auth.Admin(r.Header.Get("Authorization")); refusal != nil {
+		n.metrics.refused(refusedAdmin)
+		writeUnauthorized(w, "profiles: "+refusal.Message)
+		return
+	}
+	switch strings.TrimPrefix(r.URL.Path, PathProfiles) {
+	case "profile":
+		pprof.Profile(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	case "symbol":
+		pprof.Symbol(w, r)
+	case "cmdline":
+		pprof.Cmdline(w, r)
+	default:
+		pprof.Index(w, r) // the index, and heap, goroutine, allocs, block, mutex by name
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/rs/zerolog"
 
+	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -32,10 +33,12 @@ type Node struct {
 	conns   *connRegistry
 	retired *retiredSet
 	metrics *nodeMetrics
-	auth    *authenticator // set by Start
-	limits  *limits
-	tls     *tlsSetup // TLS of the listeners and of Raft (tls.go)
-	tlsLog  tlsLogs
+	auth    *auth.Authenticator // set by Start
+	// refusalLog logs refused credentials at most refusalLogBurst a second (set by Start).
+	refusalLog zerolog.Logger
+	limits     *limits
+	tls        *tlsSetup // TLS of the listeners and of Raft (tls.go)
+	tlsLog     tlsLogs
 
 	// Set by Start, read-only afterwards.
 	raft        *raft.Raft
@@ -184,7 +187,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if len(n.cfg.Join) > 0 {
 		n.spawn(n.joinLoop)
 	}
-	n.spawn(n.watchAuth)
+	n.spawn(func() { n.auth.Run(n.stop) })
 	n.log.Info().Str("raft_addr", n.raftAddr).Str("rsocket_addr", n.rsocketAddr).Str("http_addr", n.httpAddr).
 		Msg("coordinator started")
 	return nil

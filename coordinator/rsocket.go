@@ -73,7 +73,7 @@ func (n *Node) accept(_ context.Context, setup payload.SetupPayload, sock rsocke
 	}
 	adm, err := n.admitSetup(&s, sock)
 	if err != nil {
-		n.auth.refusalLog.Info().Err(err).Str("worker_id", s.WorkerID).Str("ring", s.Ring().String()).Msg("SETUP refused")
+		n.refusalLog.Info().Err(err).Str("worker_id", s.WorkerID).Str("ring", s.Ring().String()).Msg("SETUP refused")
 		return nil, wireFailure(err)
 	}
 	c := &workerConn{
@@ -196,7 +196,7 @@ func checkWorker(c *workerConn, workerID string, required bool) error {
 func (n *Node) requestResponse(c *workerConn, p payload.Payload) mono.Mono {
 	// A connection whose token was revoked since its SETUP writes nothing more (a release or a
 	// leave is a Raft entry) and reads nothing either; its lease stream ends at its next element.
-	if err := n.auth.stillAuthorized(c); err != nil {
+	if err := n.stillAuthorized(c); err != nil {
 		n.metrics.refused(refusedRevoked)
 		return mono.Error(wireFailure(err))
 	}
@@ -332,7 +332,7 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 	if t == nil {
 		return flux.Error(wireFailure(n.redirect()))
 	}
-	if err := n.auth.stillAuthorized(c); err != nil {
+	if err := n.stillAuthorized(c); err != nil {
 		return flux.Error(wireFailure(err))
 	}
 	release, err := n.limits.acquireStream(c.setup.Ring(), n.clock.Now())

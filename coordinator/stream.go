@@ -204,12 +204,19 @@ func (s *leaseStream) step() (ended bool) {
 	if demand <= 0 || left {
 		return false
 	}
-	if err := s.n.auth.stillAuthorized(s.conn); err != nil {
+	if err := s.n.stillAuthorized(s.conn); err != nil {
 		s.signal("terminate", func() { sink.Error(wireFailure(err)) })
 		s.finish()
 		s.revoked(err)
 		return true
 	}
+	// element runs twice. This first read only asks whether anything is due, without the send
+	// log's lock, so that an idle stream costs no lock and a due one can ask for a verified term
+	// first. The element that is sent is read again inside sendLog.stamp below, under the lock the
+	// leader takes to expire holds: that second read and the record of the send are one step, so
+	// a hold the leader sees committed either has this send in the log or can no longer be sent
+	// (sendlog.go). Sending what the first read built would break that: the state may have moved
+	// between the two reads.
 	now := s.n.clock.Now()
 	due := false
 	s.n.fsm.View(func(st *fsm.State, index uint64) { _, _, due = s.element(st, index, now, last) })

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/tlstest"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 // The tests of this file connect real lease clients that the coordinator refuses at SETUP (bad

@@ -20,8 +20,8 @@ import (
 
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/tlstest"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/fsm"
-	"github.com/retryring/retryring/internal/transcript"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/transcript"
 )
 
 // TestDecideTranscripts runs testdata/decide/*.txt: the leader's decisions (decideRing, then

@@ -41,7 +41,7 @@
 //   - Every DNS name in a `subjectAltName=` of the file's blocks resolves to 127.0.0.1 in that
 //     namespace (a hosts file bind-mounted over /etc/hosts in a mount namespace of its own), so a
 //     certificate keeps the names the recipe gives it and dials of those names reach the loopback.
-//   - 127.0.0.1:9042 in the namespace is the shared test Cassandra (internal/cassandratest's address),
+//   - 127.0.0.1:9042 in the namespace is the shared test Cassandra (testkit/cassandratest's address),
 //     forwarded through a Unix socket. The keyspace is the test's own: `--keyspace retryring` is
 //     replaced by it and RETRYRING_KEYSPACE names it; it has the schema already (README's "the schema,
 //     once" step) and is dropped at the end. That is the only text substituted.

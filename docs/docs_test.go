@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/cassandratest"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/cassandratest"
+	"github.com/retryring/retryring/testkit/cassandratest"
 )
 
 // cassandraNode is the Cassandra that scripts/cassandra.sh manages, with the settings it runs

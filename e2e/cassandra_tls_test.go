@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
-	"github.com/retryring/retryring/internal/tlstest"
+	"github.com/retryring/retryring/testkit/cassandratest"
+	"github.com/retryring/retryring/testkit/proctest"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 // TestCassandraTLSAndPasswordAuth runs the binary against a real Cassandra with client encryption
@@ -31,7 +32,7 @@ func TestCassandraTLSAndPasswordAuth(t *testing.T) {
 	const failures = 300
 	node := cassandratest.StartSecure(t)
 	ks := keyspaceName(t.Name())
-	g := proc.NewGroup(t)
+	g := proctest.NewGroup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 

@@ -14,10 +14,11 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/cassandratest"
+	"github.com/retryring/retryring/testkit/proctest"
 )
 
 // Lease timing of the binaries' defaults, which the scenarios use: the bounds the checks derive
@@ -84,7 +85,7 @@ func newScenario(t *testing.T, o proc.Options) *scenario {
 		o.Ring = lease.RingKey{Region: "e2e", Cluster: "c1", Service: spreadService(shortName(t.Name()), shortInstances, workers)}
 	}
 	s := &scenario{t: t, ks: ks}
-	s.c = proc.NewCluster(t, o)
+	s.c = proctest.NewCluster(t, o)
 	s.ds = s.c.Downstream
 	t.Cleanup(func() {
 		if s.session != nil {
@@ -182,8 +183,8 @@ func (s *scenario) reconnect() {
 // dropKeyspace drops ks with a fresh session, so that it works after Cassandra was restarted.
 // A failed test with E2E_KEEP_LOGS set keeps it, to read the directory it left.
 func dropKeyspace(t *testing.T, ks string) {
-	if keep := os.Getenv(proc.KeepLogsEnv); t.Failed() && keep != "" && keep != "0" {
-		t.Logf("keyspace %s kept (%s)", ks, proc.KeepLogsEnv)
+	if keep := os.Getenv(proctest.KeepLogsEnv); t.Failed() && keep != "" && keep != "0" {
+		t.Logf("keyspace %s kept (%s)", ks, proctest.KeepLogsEnv)
 		return
 	}
 	cfg := cassandratest.Cluster()

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/cassandratest"
 	"github.com/retryring/retryring/wallclock"
 	"github.com/retryring/retryring/window"
 )

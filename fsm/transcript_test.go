@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/retryring/retryring/fsm"
-	"github.com/retryring/retryring/internal/transcript"
+	"github.com/retryring/retryring/testkit/transcript"
 )
 
 // TestPlanTranscripts runs testdata/plan/*.txt: the planner's rules as sessions of committed

@@ -10,8 +10,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 func testLease(epoch uint64, validFrom time.Time, ttl time.Duration, rs ...lease.Range) lease.Lease {

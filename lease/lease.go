@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -148,3 +149,16 @@ func (t Timing) HolderBound() time.Duration {
 
 // PossiblyAliveUntil is the coordinator-side end of an element sent at sent.
 func (t Timing) PossiblyAliveUntil(sent time.Time) time.Time { return sent.Add(t.HolderBound()) }
+
+// ParseRing reads a ring key written REGION/CLUSTER/SERVICE, as flags and token files give it.
+func ParseRing(s string) (RingKey, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return RingKey{}, fmt.Errorf("want REGION/CLUSTER/SERVICE, got %.140q", s)
+	}
+	k := RingKey{Region: parts[0], Cluster: parts[1], Service: parts[2]}
+	if err := k.Validate(); err != nil {
+		return RingKey{}, fmt.Errorf("ring %.140q: %w", s, err)
+	}
+	return k, nil
+}

@@ -121,3 +121,21 @@ func TestRingKeyValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRing: REGION/CLUSTER/SERVICE reads into its key; anything else says what it wants.
+func TestParseRing(t *testing.T) {
+	k, err := lease.ParseRing("eu/c1/orders")
+	if err != nil || k != (lease.RingKey{Region: "eu", Cluster: "c1", Service: "orders"}) {
+		t.Fatalf("eu/c1/orders: %+v %v", k, err)
+	}
+	for in, want := range map[string]string{
+		"eu/c1":         `want REGION/CLUSTER/SERVICE, got "eu/c1"`,
+		"":              `want REGION/CLUSTER/SERVICE, got ""`,
+		"eu/c1/orders/": `want REGION/CLUSTER/SERVICE, got "eu/c1/orders/"`,
+		"eu//orders":    `ring "eu//orders": `,
+	} {
+		if _, err := lease.ParseRing(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseRing(%q): %v, want %q", in, err, want)
+		}
+	}
+}

@@ -11,9 +11,9 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/clockcheck"
-	"github.com/retryring/retryring/internal/cassandratest"
-	"github.com/retryring/retryring/internal/storetest"
 	"github.com/retryring/retryring/recorder"
+	"github.com/retryring/retryring/testkit/cassandratest"
+	"github.com/retryring/retryring/testkit/storetest"
 	"github.com/retryring/retryring/window"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/clocktest"
-	"github.com/retryring/retryring/internal/storetest"
 	"github.com/retryring/retryring/recorder"
+	"github.com/retryring/retryring/testkit/clocktest"
+	"github.com/retryring/retryring/testkit/storetest"
 	"github.com/retryring/retryring/window"
 )
 

@@ -143,10 +143,10 @@ running() { pid_of >/dev/null; }
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 cqlping_bin() {
-  local bin="$BIN_DIR/cqlping" src="$REPO_ROOT/internal/cassandratest/cmd/cqlping"
+  local bin="$BIN_DIR/cqlping" src="$REPO_ROOT/testkit/cassandratest/cmd/cqlping"
   if [[ ! -x "$bin" || -n "$(find "$src" -newer "$bin" -name '*.go' 2>/dev/null)" ]]; then
     mkdir -p "$BIN_DIR"
-    (cd "$REPO_ROOT" && go build -o "$bin" ./internal/cassandratest/cmd/cqlping) >&2 || return 1
+    (cd "$REPO_ROOT" && go build -o "$bin" ./testkit/cassandratest/cmd/cqlping) >&2 || return 1
   fi
   echo "$bin"
 }

@@ -7,7 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/retryring/retryring/internal/clocktest"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 // TestBreakerOpensCoolsOffProbesAndCloses walks one outage: 19 transient failures are not enough

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/clockcheck"
-	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 // scriptedClockCheck answers a fixed verdict and ends the run after n questions.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 // TestThrottleFollowsTheControls: on the manual clock, the token bucket lets through what its

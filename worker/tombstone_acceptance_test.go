@@ -15,10 +15,10 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/cassandratest"
-	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
+	"github.com/retryring/retryring/testkit/cassandratest"
+	"github.com/retryring/retryring/testkit/clocktest"
 	"github.com/retryring/retryring/window"
 	"github.com/retryring/retryring/worker"
 )

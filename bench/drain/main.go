@@ -12,7 +12,7 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 type options struct {
@@ -44,25 +44,25 @@ func main() {
 	for _, w := range strings.Split(workers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n < 1 {
-			fail(fmt.Errorf("-workers: %q", w))
+			benchkit.Fail(fmt.Errorf("-workers: %q", w))
 		}
 		o.workers = append(o.workers, n)
 	}
 	for _, i := range strings.Split(impls, ",") {
 		if i = strings.TrimSpace(i); i != "ours" && i != "naive" && i != "naive+markers" {
-			fail(fmt.Errorf("-impl: %q", i))
+			benchkit.Fail(fmt.Errorf("-impl: %q", i))
 		}
 		o.impls = append(o.impls, strings.TrimSpace(i))
 	}
 	if o.segment%(o.instances*o.rows) != 0 {
-		fail(fmt.Errorf("-segment %d must be a multiple of -instances × -rows = %d", o.segment, o.instances*o.rows))
+		benchkit.Fail(fmt.Errorf("-segment %d must be a multiple of -instances × -rows = %d", o.segment, o.instances*o.rows))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	s, err := kit.Connect(ctx)
 	if err != nil {
-		fail(err)
+		benchkit.Fail(err)
 	}
 	defer s.Close()
 	benchkit.Describe(ctx, s).Print(os.Stdout, benchkit.Command())
@@ -97,11 +97,6 @@ func main() {
 	for _, l := range summary {
 		fmt.Println(l)
 	}
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "drain:", err)
-	os.Exit(1)
 }
 
 // logs follows the two logs where Cassandra reports reads that scanned too many tombstones.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 // The naive queue: what a retry table looks like without a directory. Its rows are ordered by

@@ -8,9 +8,9 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
 	"github.com/retryring/retryring/window"
 	"github.com/retryring/retryring/worker"
 )

@@ -16,11 +16,13 @@ import (
 
 	rslogger "github.com/rsocket/rsocket-go/logger"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/coordinator"
-	"github.com/retryring/retryring/internal/flood"
+	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/testkit/flood"
+	"github.com/retryring/retryring/testkit/procstat"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 
@@ -56,15 +58,10 @@ func main() {
 	}
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
-}
-
 // phaseResult is one phase at the leader.
 type phaseResult struct {
 	name    string
-	cpu     float64 // share of one core
-	rssPeak int64   // KiB
+	usage   procstat.Usage
 	longest []time.Duration
 	lapses  []int
 	stats   *flood.Stats
@@ -72,17 +69,17 @@ type phaseResult struct {
 
 func run(ctx context.Context, o options) (err error) {
 	m := benchkit.StartRun()
-	dir, done, err := benchkit.TempDir("flood-", o.keep, logf)
+	dir, done, err := benchkit.TempDir("flood-", o.keep, benchkit.Logf)
 	if err != nil {
 		return err
 	}
 	defer func() { done(err) }()
-	if o.binary, err = benchkit.Binary(ctx, o.binary, dir, logf); err != nil {
+	if o.binary, err = benchkit.Binary(ctx, o.binary, dir, benchkit.Logf); err != nil {
 		return err
 	}
 	tokens := filepath.Join(dir, "workers.yaml")
 	secret := filepath.Join(dir, "secret")
-	line := fmt.Sprintf("- {ring: %q, hash: %q}\n", ring.String(), coordinator.HashToken(token))
+	line := fmt.Sprintf("- {ring: %q, hash: %q}\n", ring.String(), auth.HashToken(token))
 	if err := errors.Join(os.WriteFile(tokens, []byte(line), 0o600),
 		os.WriteFile(secret, []byte("bench-flood-cluster-secret-000001\n"), 0o600)); err != nil {
 		return err
@@ -105,7 +102,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err != nil {
 		return err
 	}
-	logf("leader %s (pid %d)", leader.ID, leader.Process.Pid())
+	benchkit.Logf("leader %s (pid %d)", leader.ID, leader.Process.Pid())
 
 	var holds []func() bool
 	for _, id := range []string{"w1", "w2"} {
@@ -125,7 +122,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	logf("both workers hold a lease")
+	benchkit.Logf("both workers hold a lease")
 
 	var results []phaseResult
 	for _, flooded := range []bool{false, true} {
@@ -133,9 +130,9 @@ func run(ctx context.Context, o options) (err error) {
 		if flooded {
 			r.name = fmt.Sprintf("flood: %d garbage connections + %d bad SETUPs per second", o.garbage, o.setups)
 		}
-		logf("phase %s, %v", r.name, o.phase)
+		benchkit.Logf("phase %s, %v", r.name, o.phase)
 		cover := flood.WatchCover(5*time.Millisecond, holds...)
-		usage := sample(leader.Process.Pid())
+		smp := procstat.Sample(leader.Process.Pid(), 250*time.Millisecond)
 		pctx, pcancel := context.WithTimeout(ctx, o.phase)
 		if flooded {
 			st := flood.Run(pctx, flood.Config{Addrs: []string{leader.RSocketAddr}, GarbagePerSecond: o.garbage,
@@ -145,7 +142,7 @@ func run(ctx context.Context, o options) (err error) {
 			<-pctx.Done()
 		}
 		pcancel()
-		r.cpu, r.rssPeak = usage.finish()
+		r.usage = smp.Finish()
 		r.longest, r.lapses = cover.Stop()
 		results = append(results, r)
 		if ctx.Err() != nil {
@@ -187,7 +184,7 @@ func report(m benchkit.Run, o options, rs []phaseResult, refusals map[string]flo
 	fmt.Printf("load avg:  %s at the start, %s at the end\n\n", m.LoadAvgFrom, m.LoadEnd)
 	fmt.Printf("| phase (%v each, at the leader) | longest lapse of cover w1 / w2 (lapses) | leader CPU (one core) | leader peak RSS |\n|---|---|---|---|\n", o.phase)
 	for _, r := range rs {
-		fmt.Printf("| %s | %v / %v (%d / %d) | %.1f %% | %.0f MB |\n", r.name, r.longest[0], r.longest[1], r.lapses[0], r.lapses[1], 100*r.cpu, float64(r.rssPeak)/1024)
+		fmt.Printf("| %s | %v / %v (%d / %d) | %.1f %% | %.0f MB |\n", r.name, r.longest[0], r.longest[1], r.lapses[0], r.lapses[1], r.usage.CPUPercent, r.usage.PeakRSSMiB)
 	}
 	for _, r := range rs {
 		if st := r.stats; st != nil {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 // env is what every run of the program shares.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 func main() {
@@ -35,16 +35,16 @@ func main() {
 	flag.Parse()
 	cmpLabel, cmpBinary, _ := strings.Cut(*compare, "=")
 	if *compare != "" && (cmpLabel == "" || cmpBinary == "") {
-		fail(fmt.Errorf("-compare %q: want label=path-of-a-retryring-binary", *compare))
+		benchkit.Fail(fmt.Errorf("-compare %q: want label=path-of-a-retryring-binary", *compare))
 	}
 	if *limit <= 0 || *measure < slice || *workers < 1 || *trials < 0 || *big < 0 || *small < 0 || *pauseRows < 1 {
-		fail(fmt.Errorf("want -limit > 0, -measure ≥ %v, -workers ≥ 1, -trials ≥ 0, -big and -small ≥ 0, -pause-rows ≥ 1", slice))
+		benchkit.Fail(fmt.Errorf("want -limit > 0, -measure ≥ %v, -workers ≥ 1, -trials ≥ 0, -big and -small ≥ 0, -pause-rows ≥ 1", slice))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *maxRun)
 	defer cancel()
 	s, err := e.flags.Connect(ctx)
 	if err != nil {
-		fail(err)
+		benchkit.Fail(err)
 	}
 	defer s.Close()
 	e.session = s
@@ -53,11 +53,11 @@ func main() {
 	if e.binary == "" {
 		root, err := proc.ModuleRoot()
 		if err != nil {
-			fail(err)
+			benchkit.Fail(err)
 		}
 		e.binary = filepath.Join(os.TempDir(), "retryring-flow-bench")
 		if err := proc.Build(ctx, root, e.binary, false); err != nil {
-			fail(err)
+			benchkit.Fail(err)
 		}
 	}
 	fmt.Printf("timing:    coordinator defaults (TTL %v, renewal %v), worker defaults (execution timeout %v), %d workers at concurrency %d\n",
@@ -86,7 +86,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "%s rate run: %s\n", time.Now().UTC().Format("15:04:05"), r.name())
 			res, err := e.rate(ctx, r, *limit, *measure)
 			if err != nil {
-				fail(fmt.Errorf("%s: %w", r.name(), err))
+				benchkit.Fail(fmt.Errorf("%s: %w", r.name(), err))
 			}
 			fmt.Fprintf(os.Stderr, "%s   done, load avg %s\n", time.Now().UTC().Format("15:04:05"), benchkit.LoadAvg())
 			rs = append(rs, res)
@@ -100,14 +100,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "%s pause run: %d trials\n", time.Now().UTC().Format("15:04:05"), *trials)
 		res, err := e.pauses(ctx, *trials, *pauseRows, *workers, rand.New(rand.NewPCG(*seed, 0)))
 		if err != nil {
-			fail(fmt.Errorf("pause: %w", err))
+			benchkit.Fail(fmt.Errorf("pause: %w", err))
 		}
 		printPause(os.Stdout, res, *seed)
 	}
 	fmt.Printf("\nload avg:  %s at the end\n", benchkit.LoadAvg())
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "flow bench:", err)
-	os.Exit(1)
 }

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/benchkit"
 	"github.com/retryring/retryring/worker"
 )
 
@@ -50,7 +50,7 @@ func main() {
 	ctx := context.Background()
 	s, err := f.Connect(ctx)
 	if err != nil {
-		fail(err)
+		benchkit.Fail(err)
 	}
 	benchkit.Describe(ctx, s).Print(os.Stdout, benchkit.Command())
 	s.Close()
@@ -58,11 +58,11 @@ func main() {
 	if bin == "" {
 		root, err := proc.ModuleRoot()
 		if err != nil {
-			fail(err)
+			benchkit.Fail(err)
 		}
 		bin = filepath.Join(os.TempDir(), "retryring-outage-bench")
 		if err := proc.Build(ctx, root, bin, false); err != nil {
-			fail(err)
+			benchkit.Fail(err)
 		}
 	}
 	for _, v := range vs {
@@ -70,7 +70,7 @@ func main() {
 			drainWait: *drainWait, keepLogs: *keepLogs, logLevel: *logLevel}
 		r, err := run(ctx, f, bin, v, o)
 		if err != nil {
-			fail(fmt.Errorf("%s: %w", v.name, err))
+			benchkit.Fail(fmt.Errorf("%s: %w", v.name, err))
 		}
 		fmt.Println(r)
 		fmt.Println(r.repeatReport)
@@ -79,11 +79,6 @@ func main() {
 			fmt.Println("  " + l)
 		}
 	}
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "outage bench:", err)
-	os.Exit(1)
 }
 
 type result struct {

@@ -13,10 +13,10 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
+	"github.com/retryring/retryring/testkit/benchkit"
 	"github.com/retryring/retryring/window"
 )
 

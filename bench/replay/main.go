@@ -11,10 +11,10 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/deadletter"
 	"github.com/retryring/retryring/recorder"
+	"github.com/retryring/retryring/testkit/benchkit"
 	"github.com/retryring/retryring/window"
 	"github.com/retryring/retryring/worker"
 )
@@ -30,7 +30,7 @@ func main() {
 	ctx := context.Background()
 	s, err := f.Connect(ctx)
 	if err != nil {
-		fail(err)
+		benchkit.Fail(err)
 	}
 	defer s.Close()
 	benchkit.Describe(ctx, s).Print(os.Stdout, benchkit.Command())
@@ -42,7 +42,7 @@ func main() {
 	for _, r := range rates {
 		res, err := run(ctx, &f, s, *dead, r, *workers)
 		if err != nil {
-			fail(err)
+			benchkit.Fail(err)
 		}
 		fmt.Println(res)
 		stopped = stopped || res.stopped != nil
@@ -50,11 +50,6 @@ func main() {
 	if stopped {
 		os.Exit(1)
 	}
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "replay bench:", err)
-	os.Exit(1)
 }
 
 type result struct {

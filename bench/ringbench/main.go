@@ -11,10 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 // ring is the one ring every probe joins.
@@ -69,15 +69,15 @@ func main() {
 			o.figures[f] = true
 		case "":
 		default:
-			fail(fmt.Errorf("-figures: unknown %q", f))
+			benchkit.Fail(fmt.Errorf("-figures: unknown %q", f))
 		}
 	}
 	var err error
 	if o.timings, err = parseTimings(timings, ttl, renewal); err != nil {
-		fail(err)
+		benchkit.Fail(err)
 	}
 	if o.trials < 1 || o.probes < 2 || o.coordinators < 3 {
-		fail(fmt.Errorf("need -trials ≥ 1, -probes ≥ 2 (a takeover needs a survivor), -coordinators ≥ 3 (a leader kill needs a quorum left)"))
+		benchkit.Fail(fmt.Errorf("need -trials ≥ 1, -probes ≥ 2 (a takeover needs a survivor), -coordinators ≥ 3 (a leader kill needs a quorum left)"))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -85,18 +85,13 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, o.maxRun)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
-		fail(err)
+		benchkit.Fail(err)
 	}
-}
-
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "ringbench: %v\n", err)
-	os.Exit(1)
 }
 
 func run(ctx context.Context, o options) (err error) {
 	m := benchkit.StartRun()
-	dir, done, err := benchkit.TempDir("ringbench-", o.keep, logf)
+	dir, done, err := benchkit.TempDir("ringbench-", o.keep, benchkit.Logf)
 	if err != nil {
 		return err
 	}
@@ -120,11 +115,11 @@ func run(ctx context.Context, o options) (err error) {
 	var runs []timingRun
 	var trialErr error
 	for _, spec := range o.timings {
-		logf("timing %s", spec)
+		benchkit.Logf("timing %s", spec)
 		res, err := runTiming(ctx, o, spec, dir, bins)
 		if err != nil {
 			trialErr = fmt.Errorf("timing %s: %w", spec.name, err)
-			logf("%v", trialErr)
+			benchkit.Logf("%v", trialErr)
 		}
 		if res != nil {
 			runs = append(runs, timingRun{spec: spec, res: res})
@@ -136,7 +131,7 @@ func run(ctx context.Context, o options) (err error) {
 
 	base := newResults()
 	if baseDone != nil {
-		logf("waiting for the baseline")
+		benchkit.Logf("waiting for the baseline")
 		b := <-baseDone
 		if b.err != nil {
 			base.note("baseline failed: %v", b.err)
@@ -195,13 +190,13 @@ func runTiming(ctx context.Context, o options, spec timingSpec, dir string, bins
 	if err := c.waitSettled(ctx, settleBound); err != nil {
 		return nil, err
 	}
-	logf("%d coordinators and %d probes settled", o.coordinators, o.probes)
+	benchkit.Logf("%d coordinators and %d probes settled", o.coordinators, o.probes)
 
 	res := newResults()
-	r := &runner{c: c, res: res, poll: o.poll, renewal: spec.t.Renewal, log: logf}
+	r := &runner{c: c, res: res, poll: o.poll, renewal: spec.t.Renewal, log: benchkit.Logf}
 	err = runTrials(ctx, r, o)
 	if err != nil {
-		logf("trials stopped: %v", err)
+		benchkit.Logf("trials stopped: %v", err)
 	}
 	return res, err
 }

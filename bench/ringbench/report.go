@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 

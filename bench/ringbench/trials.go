@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"time"
 
 	"github.com/retryring/retryring/bench/leaseprobe/event"
@@ -414,7 +413,4 @@ func (r *runner) leaderKill(ctx context.Context, i int) error {
 	return r.c.waitSettled(ctx, settleBound)
 }
 
-// logf prints a progress line on stderr.
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
-}
+// benchkit.Logf prints a progress line on stderr.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,14 +10,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/testkit/procstat"
 )
 
 // childReport is what a child prints as its last line of output.
@@ -124,14 +123,13 @@ func spawn(ctx context.Context, args []string) (childReport, int64, error) {
 	if err := cmd.Start(); err != nil {
 		return childReport{}, 0, err
 	}
-	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
 	done := make(chan struct{})
 	var peak atomic.Int64
 	go func() {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if kib := vmHWM(status); kib > peak.Load() {
+			if kib, err := procstat.PeakRSSKiB(cmd.Process.Pid); err == nil && kib > peak.Load() {
 				peak.Store(kib)
 			}
 			select {
@@ -205,33 +203,17 @@ func runChild(ctx context.Context, kit *benchkit.Flags, ks, service string, conc
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rep := childReport{
-		Executed: exec.Calls.Load(), Seconds: dr.Elapsed.Seconds(), Cycles: dr.Cycles, PeakRSSKiB: vmHWM("/proc/self/status"),
+		Executed: exec.Calls.Load(), Seconds: dr.Elapsed.Seconds(), Cycles: dr.Cycles, PeakRSSKiB: selfPeakRSSKiB(),
 		PeakHeapMiB: float64(peakHeap.Load()) / (1 << 20), SysMiB: float64(ms.Sys) / (1 << 20), NumGC: ms.NumGC,
 	}
 	return json.NewEncoder(os.Stdout).Encode(rep)
 }
 
-// vmHWM reads the peak resident set size (VmHWM) of a /proc/<pid>/status file, in KiB; -1 when
-// it cannot be read (the process is gone).
-func vmHWM(status string) int64 {
-	f, err := os.Open(status)
+// selfPeakRSSKiB is this process's VmHWM, -1 when it cannot be read.
+func selfPeakRSSKiB() int64 {
+	kib, err := procstat.PeakRSSKiB(os.Getpid())
 	if err != nil {
 		return -1
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			f := strings.Fields(v) // "18340 kB"
-			if len(f) == 0 {
-				return -1
-			}
-			kib, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil {
-				return -1
-			}
-			return kib
-		}
-	}
-	return -1
+	return kib
 }

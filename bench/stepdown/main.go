@@ -1,6 +1,6 @@
 // Command stepdown measures what `retryring ctl step-down` costs the workers: 3 `retryring
 // coordinator` processes on loopback (internal/proc) and N real lease clients in this process
-// (internal/swarm), every ring settled; then -trials times, `retryring ctl step-down` (the real
+// (testkit/swarm), every ring settled; then -trials times, `retryring ctl step-down` (the real
 // CLI, sent to a follower, which forwards it to the leader) and, per trial: the CLI's wall time,
 // the handover time the old leader reports (transfer until it sees the new leader), how long until
 // every worker got an element from another coordinator than the old leader (p50, max), how many
@@ -30,11 +30,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/proc"
-	"github.com/retryring/retryring/internal/swarm"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/testkit/swarm"
 )
 
 type options struct {
@@ -55,10 +55,6 @@ type trial struct {
 	assignChanged int
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000 ")+format+"\n", args...)
-}
-
 func main() {
 	var o options
 	flag.IntVar(&o.workers, "workers", 30, "lease clients")
@@ -77,19 +73,19 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, o.maxRun)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
-		logf("stepdown: %v", err)
+		benchkit.Logf("stepdown: %v", err)
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, o options) (err error) {
 	m := benchkit.StartRun()
-	dir, done, err := benchkit.TempDir("stepdown-", o.keep, logf)
+	dir, done, err := benchkit.TempDir("stepdown-", o.keep, benchkit.Logf)
 	if err != nil {
 		return err
 	}
 	defer func() { done(err) }()
-	if o.binary, err = benchkit.Binary(ctx, o.binary, dir, logf); err != nil {
+	if o.binary, err = benchkit.Binary(ctx, o.binary, dir, benchkit.Logf); err != nil {
 		return err
 	}
 	g, err := proc.GroupIn(dir)
@@ -123,7 +119,7 @@ func run(ctx context.Context, o options) (err error) {
 	if err := waitSettled(ctx, c, s, o.bound); err != nil {
 		return err
 	}
-	logf("%d workers in %d rings settled", o.workers, o.rings)
+	benchkit.Logf("%d workers in %d rings settled", o.workers, o.rings)
 
 	var trials []trial
 	for i := range o.trials {
@@ -132,7 +128,7 @@ func run(ctx context.Context, o options) (err error) {
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
 		}
-		logf("step-down %s → %s: cli %v, handover %v, %d lapsed (longest %v), renewed max %v, %d overlaps",
+		benchkit.Logf("step-down %s → %s: cli %v, handover %v, %d lapsed (longest %v), renewed max %v, %d overlaps",
 			t.from, t.to, t.cliWall.Round(time.Millisecond), t.handover.Round(time.Millisecond), t.report.Lapsed,
 			t.report.LongestLapse.Round(time.Millisecond), swarm.Percentile(t.report.Renewed, 1).Round(time.Millisecond), len(t.report.Overlaps))
 		trials = append(trials, t)

@@ -2,7 +2,7 @@
 // of hundreds of workers: 3 `retryring coordinator` processes on loopback (a proc.Cluster without
 // workers, as bench/ringbench starts them) and N real lease clients (worker/leaseclient, the
 // client production workers run) in this one process, each with its own RSocket connection,
-// worker i in ring i mod N/10 (internal/swarm). For each swarm size (-workers) and lease timing
+// worker i in ring i mod N/10 (testkit/swarm). For each swarm size (-workers) and lease timing
 // (-timing: old = TTL 3 s / renewal 1 s, new = TTL 10 s / renewal 2 s), all in one run:
 //   - join storm: every client starts at once; until every ring is settled in the leader's view
 //     (exactly its clients as active members covering the ring, each client's guard holding what

@@ -18,7 +18,7 @@ import (
 
 	rslogger "github.com/rsocket/rsocket-go/logger"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
+	"github.com/retryring/retryring/testkit/benchkit"
 )
 
 // timingSpec is one lease timing to run under, by name.
@@ -44,6 +44,9 @@ type options struct {
 	out           string
 	binaryVersion string
 	files         string // the file descriptor limits, for the report
+	// cpuProfiles, when set, is where the leader's CPU profile of each steady phase is written
+	// (the coordinators then run with --profiling).
+	cpuProfiles string
 }
 
 func main() {
@@ -65,12 +68,13 @@ func main() {
 	fs.DurationVar(&o.maxRun, "max-run", time.Hour, "stop the whole run after this long")
 	fs.BoolVar(&o.keep, "keep", false, "keep the logs and data directories")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
+	fs.StringVar(&o.cpuProfiles, "cpu-profiles", "", "write the leader's CPU profile of each steady phase (plain runs; TLS runs are skipped) to this directory: leader-WORKERS-TIMING.pprof, for go tool pprof")
 	_ = fs.Parse(os.Args[1:])
 
 	for _, w := range strings.Split(workers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n < 10 {
-			fail(fmt.Errorf("-workers: %q is not a count of at least 10", w))
+			benchkit.Fail(fmt.Errorf("-workers: %q is not a count of at least 10", w))
 		}
 		o.workers = append(o.workers, n)
 	}
@@ -79,11 +83,11 @@ func main() {
 		name = strings.TrimSpace(name)
 		spec, ok := specs[name]
 		if !ok {
-			fail(fmt.Errorf("-timing: unknown %q (old, new)", name))
+			benchkit.Fail(fmt.Errorf("-timing: unknown %q (old, new)", name))
 		}
 		ts, err := parseTiming(name, spec)
 		if err != nil {
-			fail(err)
+			benchkit.Fail(err)
 		}
 		for _, mode := range strings.Split(tlsModes, ",") {
 			switch strings.TrimSpace(mode) {
@@ -94,17 +98,17 @@ func main() {
 				on.name, on.tls = ts.name+"+tls", true
 				o.timings = append(o.timings, on)
 			default:
-				fail(fmt.Errorf("-tls: unknown %q (off, on)", mode))
+				benchkit.Fail(fmt.Errorf("-tls: unknown %q (off, on)", mode))
 			}
 		}
 	}
 	o.coordArgs = strings.Fields(coordArgs)
 	if o.steady <= 0 || o.settleBound <= 0 || o.renewBound <= 0 || o.poll <= 0 {
-		fail(errors.New("-steady, -settle-bound, -renew-bound and -poll must be positive"))
+		benchkit.Fail(errors.New("-steady, -settle-bound, -renew-bound and -poll must be positive"))
 	}
 	files, err := checkFiles(o.workers)
 	if err != nil {
-		fail(err)
+		benchkit.Fail(err)
 	}
 	o.files = files
 
@@ -118,7 +122,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, o.maxRun)
 	defer cancel()
 	if err := run(ctx, o); err != nil {
-		fail(err)
+		benchkit.Fail(err)
 	}
 }
 
@@ -146,20 +150,11 @@ func checkFiles(workers []int) (string, error) {
 	}
 	need := uint64(most) + 256
 	desc := fmt.Sprintf("file descriptor limit %d (hard %d); %d workers need about %d per process", lim.Cur, lim.Max, most, need)
-	logf("%s", desc)
+	benchkit.Logf("%s", desc)
 	if lim.Max < need {
 		return desc, fmt.Errorf("the file descriptor limit (ulimit -Hn %d) is too low for %d workers: each needs a socket here and one in the leader; raise it to at least %d (ulimit -n %d)", lim.Max, most, need, need)
 	}
 	return desc, nil
-}
-
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "swarm: %v\n", err)
-	os.Exit(1)
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s swarm: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
 // identify names the binary for the report: its `version` output where it has that subcommand,
@@ -181,12 +176,12 @@ func identify(ctx context.Context, path string) string {
 
 func run(ctx context.Context, o options) (err error) {
 	m := benchkit.StartRun()
-	dir, done, err := benchkit.TempDir("swarm-", o.keep, logf)
+	dir, done, err := benchkit.TempDir("swarm-", o.keep, benchkit.Logf)
 	if err != nil {
 		return err
 	}
 	defer func() { done(err) }()
-	if o.binary, err = benchkit.Binary(ctx, o.binary, dir, logf); err != nil {
+	if o.binary, err = benchkit.Binary(ctx, o.binary, dir, benchkit.Logf); err != nil {
 		return err
 	}
 	o.binaryVersion = identify(ctx, o.binary)
@@ -198,12 +193,12 @@ func run(ctx context.Context, o options) (err error) {
 			if ctx.Err() != nil {
 				break
 			}
-			logf("=== %d workers, %d rings, %s timing (TTL %v, renewal %v)", n, n/10, ts.name, ts.ttl, ts.renewal)
+			benchkit.Logf("=== %d workers, %d rings, %s timing (TTL %v, renewal %v)", n, n/10, ts.name, ts.ttl, ts.renewal)
 			r := &result{workers: n, rings: n / 10, timing: ts}
 			sub := filepath.Join(dir, fmt.Sprintf("w%d-%s", n, ts.name))
 			if err := runOne(ctx, o, sub, r); err != nil {
 				r.note("stopped: %v", err)
-				logf("%d workers, %s timing: %v", n, ts.name, err)
+				benchkit.Logf("%d workers, %s timing: %v", n, ts.name, err)
 				runErr = errors.Join(runErr, err)
 			}
 			results = append(results, r)

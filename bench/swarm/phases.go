@@ -2,15 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/proc"
-	"github.com/retryring/retryring/internal/swarm"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/testkit/procstat"
+	"github.com/retryring/retryring/testkit/swarm"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 
@@ -32,9 +38,9 @@ type result struct {
 
 	joinSettled time.Duration // 0: did not settle
 	joinRings   int           // rings settled when the bound ran out
-	joinUsage   usage
+	joinUsage   procstat.Usage
 
-	steadyUsage usage
+	steadyUsage procstat.Usage
 	// steadyEntriesPerMin is how fast the leader's Raft log grew while it only renewed (-1: not
 	// measured).
 	steadyEntriesPerMin float64
@@ -87,6 +93,9 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 	}
 	defer g.Close()
 	coordArgs := o.coordArgs
+	if o.cpuProfiles != "" {
+		coordArgs = append(append([]string(nil), coordArgs...), "--profiling")
+	}
 	var bt *benchTLS
 	if r.timing.tls {
 		if bt, err = newBenchTLS(dir); err != nil {
@@ -156,21 +165,21 @@ func (b *bench) joinStorm(ctx context.Context) error {
 		return ctx.Err()
 	case <-time.After(time.Until(b.started.Add(b.timing.HolderBound() + coordinator.DefaultLeaderLeaseTimeout + time.Second))):
 	}
-	smp := sample(leader.Pid(), samplePeriod)
+	smp := procstat.Sample(leader.Pid(), samplePeriod)
 	start := time.Now()
 	if err := b.s.Start(ctx); err != nil {
-		smp.finish()
+		smp.Finish()
 		return err
 	}
 	settled, rings, why := b.waitSettled(ctx)
-	b.r.joinUsage = smp.finish()
+	b.r.joinUsage = smp.Finish()
 	b.r.joinRings = rings
 	if !settled {
 		b.r.note("join storm: %d of %d rings settled within %v (%s)", rings, b.r.rings, b.o.settleBound, why)
 		return fmt.Errorf("join storm did not settle: %s", why)
 	}
 	b.r.joinSettled = time.Since(start)
-	logf("join storm: every ring settled after %v (leader %s)", b.r.joinSettled.Round(time.Millisecond), b.r.joinUsage)
+	benchkit.Logf("join storm: every ring settled after %v (leader %s)", b.r.joinSettled.Round(time.Millisecond), b.r.joinUsage)
 	return nil
 }
 
@@ -207,14 +216,18 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	}
 	index0, indexErr := raftCommitIndex(ctx, leader)
 	from := time.Now()
-	smp := sample(leader.Pid(), samplePeriod)
+	smp := procstat.Sample(leader.Pid(), samplePeriod)
+	profiled := b.profileSteady(ctx, leader)
 	select {
 	case <-ctx.Done():
-		smp.finish()
+		smp.Finish()
 		return ctx.Err()
 	case <-time.After(b.o.steady):
 	}
-	b.r.steadyUsage = smp.finish()
+	b.r.steadyUsage = smp.Finish()
+	if err := <-profiled; err != nil {
+		b.r.note("steady: no CPU profile of the leader: %v", err)
+	}
 	b.r.steadyEntriesPerMin = -1
 	if indexErr == nil {
 		index1, err := raftCommitIndex(ctx, leader)
@@ -228,7 +241,7 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	}
 	ages := b.s.History().Ages(from, time.Now())
 	b.r.agesP50, b.r.agesP99, b.r.steadyElement = swarm.Percentile(ages, 0.5), swarm.Percentile(ages, 0.99), len(ages)
-	logf("steady: leader %s, lease age at receipt p50 %v p99 %v over %d elements, Raft log %.0f entries/min", b.r.steadyUsage,
+	benchkit.Logf("steady: leader %s, lease age at receipt p50 %v p99 %v over %d elements, Raft log %.0f entries/min", b.r.steadyUsage,
 		b.r.agesP50.Round(time.Millisecond), b.r.agesP99.Round(time.Millisecond), len(ages), b.r.steadyEntriesPerMin)
 	return nil
 }
@@ -252,7 +265,7 @@ func (b *bench) leaderKill(ctx context.Context) error {
 		return err
 	}
 	f.electedIn = elected.Sub(at)
-	logf("leader %s killed; a new leader after %v", leader.ID, f.electedIn.Round(time.Millisecond))
+	benchkit.Logf("leader %s killed; a new leader after %v", leader.ID, f.electedIn.Round(time.Millisecond))
 	b.observe(ctx, f, at, elected, before, c0)
 	if err := b.bringBack(ctx, leader); err != nil {
 		return err
@@ -289,7 +302,7 @@ func (b *bench) rollingRestart(ctx context.Context) error {
 			return err
 		}
 		b.observe(ctx, f, at, elected, before, c0)
-		logf("rolling restart: %s (leader %t) done", co.ID, f.wasLeader)
+		benchkit.Logf("rolling restart: %s (leader %t) done", co.ID, f.wasLeader)
 	}
 	return nil
 }
@@ -335,7 +348,7 @@ func (b *bench) observe(ctx context.Context, f *faultResult, at, elected time.Ti
 		f.ringsChanged, f.membersReassigned = compare(before, assignments(v, b.s.Rings()))
 	}
 	rep := f.report
-	logf("fault of %s: %d of %d ran out before another node's first element (longest lapse %v); renewed p50 %v max %v, %d not; %d rings changed, %d members reassigned; %d overlaps",
+	benchkit.Logf("fault of %s: %d of %d ran out before another node's first element (longest lapse %v); renewed p50 %v max %v, %d not; %d rings changed, %d members reassigned; %d overlaps",
 		f.coordinator, rep.RanOut, rep.Members, rep.LongestLapse.Round(time.Millisecond),
 		swarm.Percentile(rep.Renewed, 0.5).Round(time.Millisecond), swarm.Percentile(rep.Renewed, 1).Round(time.Millisecond),
 		rep.NotRenewed, f.ringsChanged, f.membersReassigned, len(rep.Overlaps))
@@ -407,4 +420,58 @@ func compare(before, after map[string]member) (rings, members int) {
 		}
 	}
 	return len(changed), members
+}
+
+// profileSteady fetches the leader's CPU profile over the steady phase (less a second, so that it
+// ends within it) into the -cpu-profiles directory; the channel answers when it is written.
+func (b *bench) profileSteady(ctx context.Context, leader *proc.Coordinator) <-chan error {
+	done := make(chan error, 1)
+	if b.o.cpuProfiles == "" {
+		done <- nil
+		return done
+	}
+	if b.r.timing.tls {
+		done <- errors.New("not taken in a TLS run")
+		return done
+	}
+	seconds := max(int(b.o.steady.Seconds())-1, 1)
+	path := filepath.Join(b.o.cpuProfiles, fmt.Sprintf("leader-%d-%s.pprof", b.r.workers, b.r.timing.name))
+	go func() {
+		err := fetchProfile(ctx, leader.URL(fmt.Sprintf("%sprofile?seconds=%d", coordinator.PathProfiles, seconds)), path, time.Duration(seconds+10)*time.Second)
+		if err == nil {
+			benchkit.Logf("steady: the leader's CPU profile over %d s in %s (go tool pprof -top %s)", seconds, path, path)
+		}
+		done <- err
+	}()
+	return done
+}
+
+func fetchProfile(ctx context.Context, url, path string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retryring/retryring/bench/internal/benchkit"
-	"github.com/retryring/retryring/internal/swarm"
+	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/testkit/swarm"
 )
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 // benchTLS is the TLS of a -tls on run, as a production cluster would have it: a Raft CA signing

@@ -78,6 +78,7 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 	fs.DurationVar(&cfg.LeaderLeaseTimeout, "raft-leader-lease-timeout", 250*time.Millisecond, "Raft leader lease timeout; also how long after a committed barrier (its proof of leadership) the leader may send leases")
 	fs.StringVar(&cfg.WorkerTokensFile, "worker-tokens", "", "YAML file of worker token hashes per ring (retryring token new); re-read on change. Empty: workers need no token")
 	fs.StringVar(&cfg.AdminTokenFile, "admin-token-file", "", "YAML file of admin token hashes: every mutating admin call needs Authorization: Bearer. Empty: none needed")
+	fs.BoolVar(&cfg.Profiling, "profiling", false, "serve Go's runtime profiles under /debug/pprof/ on the admin port (with --admin-token-file, to admin tokens only, GETs included)")
 	fs.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", "", "file of the secret every coordinator sends on /v1/internal/ calls (the same on all). Empty: those are open unless Raft TLS is on")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", 0, "RSocket connections at most; more are closed at once (0: no cap)")
 	fs.Float64Var(&cfg.MaxSetupsPerSecond, "max-setups-per-second", 0, "admitted SETUPs per second at most, with a burst of one second's worth; more are answered busy (0: no cap)")

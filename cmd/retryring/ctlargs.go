@@ -9,9 +9,28 @@ import (
 
 // argHints say what each positional argument of a ctl command is, by the name its Use gives it.
 var argHints = map[string]string{
-	"WORKER":   "the worker's id (ctl ring lists them)",
-	"ID":       "the coordinator's node id, its --node-id (ctl peers lists them)",
-	"RAFTADDR": "the node's Raft address, HOST:PORT, as its --raft-addr",
+	"WORKER":         "the worker's id (ctl ring lists them)",
+	"ID":             "the coordinator's node id, its --node-id (ctl peers lists them)",
+	"RAFTADDR":       "the node's Raft address, HOST:PORT, as its --raft-addr",
+	"TRANSACTION_ID": "the transaction's id (deadletters list shows them)",
+}
+
+// explainEveryArgs gives every runnable command under c the one-line refusal of explainArgs: a
+// command that takes no arguments refuses a stray one (cobra would run `retryring coordinator
+// extra` and ignore the word, which hides a flag typed without its dashes), and one that takes
+// some says which.
+func explainEveryArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		explainEveryArgs(sub)
+	}
+	if !c.Runnable() {
+		return // a group: cobra answers an unknown subcommand itself
+	}
+	check := c.Args
+	if check == nil {
+		check = cobra.NoArgs
+	}
+	c.Args = explainArgs(c.Use, check)
 }
 
 // usageArgs are the positional arguments a command's Use names: its words after the command's
@@ -28,7 +47,7 @@ func usageArgs(use string) []string {
 	return names
 }
 
-// explainArgs runs check, cobra's count of a ctl command's arguments, and turns its refusal
+// explainArgs runs check, cobra's count of a command's arguments, and turns its refusal
 // ("accepts 1 arg(s), received 0") into one line that says what the command needs.
 func explainArgs(use string, check cobra.PositionalArgs) cobra.PositionalArgs {
 	names := usageArgs(use)
@@ -38,7 +57,7 @@ func explainArgs(use string, check cobra.PositionalArgs) cobra.PositionalArgs {
 		}
 		path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
 		if len(names) == 0 {
-			return fmt.Errorf("%s takes no arguments, got %s (flags: %s --help)", path, quoteArgs(args), path)
+			return fmt.Errorf("%s takes no arguments, got %s (its flags: retryring %s --help)", path, quoteArgs(args), path)
 		}
 		need := path + " " + strings.Join(names, " ")
 		if len(args) > len(names) {

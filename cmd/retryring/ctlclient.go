@@ -228,7 +228,7 @@ func ctlCommand(use, short, long string, args cobra.PositionalArgs, flags func(f
 	run func(cmd *cobra.Command, c *ctlConn, args []string) error) *cobra.Command {
 	c := &ctlConn{}
 	cmd := &cobra.Command{
-		Use: use, Short: short, Long: long, Args: explainArgs(use, args),
+		Use: use, Short: short, Long: long, Args: args,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := bindEnv(cmd, os.LookupEnv); err != nil {
 				return err

@@ -27,15 +27,11 @@ func (f *controlFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.ring, "ring", "", "the ring, as REGION/CLUSTER/SERVICE (required)")
 }
 
-// parseRing reads REGION/CLUSTER/SERVICE.
+// parseRing reads --ring, REGION/CLUSTER/SERVICE.
 func parseRing(s string) (lease.RingKey, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) != 3 {
-		return lease.RingKey{}, fmt.Errorf("--ring: want REGION/CLUSTER/SERVICE, got %q", s)
-	}
-	k := lease.RingKey{Region: parts[0], Cluster: parts[1], Service: parts[2]}
-	if err := k.Validate(); err != nil {
-		return lease.RingKey{}, fmt.Errorf("--ring %q: %w", s, err)
+	k, err := lease.ParseRing(s)
+	if err != nil {
+		return k, fmt.Errorf("--ring: %w", err)
 	}
 	return k, nil
 }

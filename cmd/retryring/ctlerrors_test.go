@@ -15,8 +15,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 // startConfiguredCoordinator runs a single-node coordinator on loopback with cfg's auth and TLS
@@ -68,12 +69,38 @@ func TestCtlArgsSayWhatTheCommandNeeds(t *testing.T) {
 		{[]string{"cordon", "w1", "w2"}, `ctl cordon WORKER: takes 1 argument, got 2: "w1" "w2"`},
 		{[]string{"remove-peer"}, "ctl remove-peer ID: give ID, the coordinator's node id, its --node-id (ctl peers lists them)"},
 		{[]string{"add-peer", "c4"}, "ctl add-peer ID RAFTADDR: give RAFTADDR, the node's Raft address, HOST:PORT, as its --raft-addr"},
-		{[]string{"pause", "eu/c1/orders"}, `ctl pause takes no arguments, got "eu/c1/orders" (flags: ctl pause --help)`},
-		{[]string{"ring", "x"}, `ctl ring takes no arguments, got "x" (flags: ctl ring --help)`},
+		{[]string{"pause", "eu/c1/orders"}, `ctl pause takes no arguments, got "eu/c1/orders" (its flags: retryring ctl pause --help)`},
+		{[]string{"ring", "x"}, `ctl ring takes no arguments, got "x" (its flags: retryring ctl ring --help)`},
 	} {
 		_, _, err := ctlWithStderr(tc.args...)
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("ctl %s: %v\nwant %s", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
+
+// TestEveryCommandRefusesStrayArguments: not only ctl: a word where none belongs (a flag typed
+// without its dashes, say) is refused in one line, before the command starts anything.
+func TestEveryCommandRefusesStrayArguments(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"coordinator", "node-id=c1"}, `coordinator takes no arguments, got "node-id=c1" (its flags: retryring coordinator --help)`},
+		{[]string{"worker", "ring"}, `worker takes no arguments, got "ring" (its flags: retryring worker --help)`},
+		{[]string{"schema", "apply", "ks"}, `schema apply takes no arguments, got "ks" (its flags: retryring schema apply --help)`},
+		{[]string{"token", "new", "w1"}, `token new takes no arguments, got "w1" (its flags: retryring token new --help)`},
+		{[]string{"deadletters", "show"}, "deadletters show TRANSACTION_ID: give TRANSACTION_ID, the transaction's id (deadletters list shows them)"},
+		{[]string{"deadletters", "show", "t1", "t2"}, `deadletters show TRANSACTION_ID: takes 1 argument, got 2: "t1" "t2"`},
+	} {
+		root := newRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(tc.args)
+		err := root.ExecuteContext(context.Background())
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("retryring %s: %v\nwant %s", strings.Join(tc.args, " "), err, tc.want)
 		}
 	}
 }
@@ -147,7 +174,7 @@ func TestCtl401SaysWhatTheClientMustDo(t *testing.T) {
 	}
 	const token = "admin-token-00000000000000001"
 	n := startConfiguredCoordinator(t, func(c *coordinator.Config) {
-		c.AdminTokenFile = write("admins.yaml", `- {hash: "`+coordinator.HashToken(token)+`"}`+"\n")
+		c.AdminTokenFile = write("admins.yaml", `- {hash: "`+auth.HashToken(token)+`"}`+"\n")
 		c.ClusterSecretFile = write("secret", "cluster-secret-000000000000001\n")
 	})
 	addr := "http://" + n.HTTPAddr()

@@ -16,8 +16,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/retryring/retryring/internal/cassandratest"
-	"github.com/retryring/retryring/internal/storetest"
+	"github.com/retryring/retryring/testkit/cassandratest"
+	"github.com/retryring/retryring/testkit/storetest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }

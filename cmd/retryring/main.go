@@ -51,5 +51,6 @@ func newRootCommand() *cobra.Command {
 		newCtlCommand(),
 		newTokenCommand(),
 	)
+	explainEveryArgs(root)
 	return root
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retryring/retryring/internal/tlstest"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 // TestTLSFlagsRefuseBadFilesWithOneLine: a bad TLS file stops the coordinator and the worker at

@@ -2,12 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/auth"
 )
 
 // TestTokenNewAndHash: `token new` prints a token and a line that holds its hash (never the
@@ -17,10 +18,10 @@ func TestTokenNewAndHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `- {ring: "eu-west/c1/orders", hash: "` + coordinator.HashToken(token) + `", name: "orders-2026-12"}`; line != want {
+	if want := `- {ring: "eu-west/c1/orders", hash: "` + auth.HashToken(token) + `", name: "orders-2026-12"}`; line != want {
 		t.Errorf("line %s, want %s", line, want)
 	}
-	if strings.Contains(line, token) || coordinator.CheckToken(token) != nil {
+	if strings.Contains(line, token) || auth.CheckToken(token) != nil {
 		t.Errorf("token %q, line %s", token, line)
 	}
 	if line, _, _ := newTokenLine("", "", bytes.NewReader(make([]byte, 32))); strings.Contains(line, "ring") {
@@ -38,7 +39,7 @@ func TestTokenNewAndHash(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.TrimSpace(out.String()); got != coordinator.HashToken(token) {
+	if got := strings.TrimSpace(out.String()); got != auth.HashToken(token) {
 		t.Errorf("token hash printed %q", got)
 	}
 	cmd.SetIn(strings.NewReader("short\n"))
@@ -74,5 +75,58 @@ func TestWorkerTokenFrom(t *testing.T) {
 		case c.err == "" && (err != nil || got != c.want):
 			t.Errorf("%+v: %q, %v", c, got, err)
 		}
+	}
+}
+
+// TestTokenNewWritesFiles: --out writes the token alone to a new file of mode 0600 and refuses an
+// existing one (which may hold a token in use) without touching the tokens file; --append-to adds
+// the line and keeps what the file held.
+func TestTokenNewWritesFiles(t *testing.T) {
+	dir := t.TempDir()
+	out, lines := filepath.Join(dir, "orders.token"), filepath.Join(dir, "worker-tokens.yaml")
+	if err := os.WriteFile(lines, []byte("- {hash: \"sha256:00\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		root := newRootCommand()
+		var b bytes.Buffer
+		root.SetOut(&b)
+		root.SetErr(&b)
+		root.SetArgs(append([]string{"token", "new"}, args...))
+		err := root.ExecuteContext(context.Background())
+		return b.String(), err
+	}
+	printed, err := run("--ring", "eu/prod/orders", "--out", out, "--append-to", lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if printed != "# token written to "+out+" (mode 0600)\n# line appended to "+lines+"\n" {
+		t.Errorf("printed %q", printed)
+	}
+	tokenFile, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tokenFile))
+	if st, _ := os.Stat(out); st.Mode().Perm() != 0o600 || auth.CheckToken(token) != nil {
+		t.Errorf("--out file mode %v, content %q", st.Mode().Perm(), tokenFile)
+	}
+	want := "- {hash: \"sha256:00\"}\n- {ring: \"eu/prod/orders\", hash: \"" + auth.HashToken(token) + "\"}\n"
+	if got, _ := os.ReadFile(lines); string(got) != want {
+		t.Errorf("tokens file:\n%s\nwant\n%s", got, want)
+	}
+
+	_, err = run("--out", out, "--append-to", lines)
+	if err == nil || err.Error() != "--out "+out+" exists: it may hold a token in use; remove it or name a new file" {
+		t.Errorf("an existing --out: %v", err)
+	}
+	if got, _ := os.ReadFile(out); string(got) != string(tokenFile) {
+		t.Error("the refused --out changed the file")
+	}
+	if got, _ := os.ReadFile(lines); string(got) != want {
+		t.Error("a refused --out still appended a line")
+	}
+	if _, err := run("--out", lines, "--append-to", lines); err == nil || !strings.Contains(err.Error(), "name the same file") {
+		t.Errorf("--out and --append-to the same file: %v", err)
 	}
 }

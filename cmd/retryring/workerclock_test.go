@@ -14,9 +14,9 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/coordinator"
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
+	"github.com/retryring/retryring/testkit/cassandratest"
 	"github.com/retryring/retryring/window"
 )
 

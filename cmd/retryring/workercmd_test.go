@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/retryring/retryring/clockcheck"
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/cassandratest"
 )
 
 // TestWorkerEndpoints: /readyz answers 503 with the reason until a usable lease is held, and

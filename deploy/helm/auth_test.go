@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/cassandratest"
+	"github.com/retryring/retryring/testkit/proctest"
 )
 
 // authFlags are the coordinator's and the worker's flags of authentication, each naming a file.
@@ -221,7 +222,7 @@ func TestChartAuthRecipeWorks(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	g := proc.NewGroup(t)
+	g := proctest.NewGroup(t)
 	cl, err := proc.StartCluster(ctx, g, proc.Options{
 		Binary: binary, Coordinators: 1, Workers: 1, Keyspace: cassandratest.NewKeyspace(t),
 		Ring:            lease.RingKey{Region: "local", Cluster: "default", Service: "orders"},

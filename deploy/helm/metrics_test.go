@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/cassandratest"
 )
 
 var (

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/cassandratest"
+	"github.com/retryring/retryring/testkit/cassandratest"
 )
 
 // schemaJob returns the rendered schema Job and its container's args after `schema apply`.

@@ -226,6 +226,13 @@ func (cp *chartPods) settled(ctx context.Context, live []string) (coordinator.Ri
 		if v.LeaderID != leader || !slices.Contains(live, leader) {
 			return v, false, fmt.Sprintf("%s sees leader %q", name, v.LeaderID)
 		}
+		// A follower forwards admin requests to the leader's admin address as its own
+		// replicated state has it; until it has applied the leader's registration it
+		// answers 503 no_leader, so every pod must see the leader's address.
+		i := slices.IndexFunc(v.Coordinators, func(n coordinator.NodeView) bool { return n.ID == leader })
+		if i < 0 || v.Coordinators[i].HTTPAddr != leader+"."+podDomain+":7480" {
+			return v, false, fmt.Sprintf("%s has not applied leader %s's admin address", name, leader)
+		}
 	}
 	v, err := cp.view(ctx, leader)
 	if err != nil {

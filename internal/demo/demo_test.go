@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/cassandratest"
+	"github.com/retryring/retryring/testkit/proctest"
 )
 
 // binary builds the retryring binary once for the package's tests (or takes $E2E_BIN).
@@ -47,14 +48,14 @@ func TestDemoEndToEnd(t *testing.T) {
 	_, _ = rand.Read(rnd[:])
 	ks := "t_demo_" + hex.EncodeToString(rnd[:])
 	logDir := t.TempDir()
-	if keep := os.Getenv(proc.KeepLogsEnv); keep != "" && keep != "0" {
+	if keep := os.Getenv(proctest.KeepLogsEnv); keep != "" && keep != "0" {
 		var err error
 		if logDir, err = os.MkdirTemp("", "retryring-demo-test-"); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("logs in %s (%s)", logDir, proc.KeepLogsEnv)
+		t.Logf("logs in %s (%s)", logDir, proctest.KeepLogsEnv)
 	}
-	keep := os.Getenv(proc.KeepLogsEnv) != "" && os.Getenv(proc.KeepLogsEnv) != "0"
+	keep := os.Getenv(proctest.KeepLogsEnv) != "" && os.Getenv(proctest.KeepLogsEnv) != "0"
 	cfg := Config{
 		Binary: bin, Cassandra: cassandratest.Addr(), Keyspace: ks, LogDir: logDir,
 		Count: 600, Instances: 3, Backdate: 3 * time.Minute,

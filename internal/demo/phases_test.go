@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/cassandratest"
-	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
+	"github.com/retryring/retryring/testkit/cassandratest"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 // lockedBuffer is the run's output, written by the loop and read by the test.

@@ -96,7 +96,10 @@ func (c Config) Validate() error {
 
 // Request is the JSON body the stub expects (product.md, "Executor"): the step, the same for
 // every attempt of it. The stub decodes it strictly: a field it does not know (a per-attempt
-// field in the body, as the contract had it before) is a violation.
+// field in the body, as the contract had it before) is a violation. It is written apart from
+// worker/executor.Request on purpose: the stub is a second reading of the contract, so a field the
+// executor starts sending without the contract changing shows up as a violation in the demo and the
+// end-to-end suite instead of being accepted by the very type that sends it.
 type Request struct {
 	TransactionID string `json:"transaction_id"`
 	ServiceName   string `json:"service_name"`

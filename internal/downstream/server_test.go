@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/clocktest"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 func start(t *testing.T, cfg Config) *Server {

@@ -235,7 +235,7 @@ func TestStartClusterRelaunchesCoordinatorsThatLostAPortRace(t *testing.T) {
 // gone, so that a worker can still leave the ring through it. The worker here ignores SIGTERM and
 // is killed when the wait ends; the coordinator exits at SIGTERM.
 func TestStopEndsWorkersBeforeCoordinators(t *testing.T) {
-	g := NewGroup(t)
+	g := newTestGroup(t)
 	wp, wurl := launchHelper(t, g, "w1", "ignore-term")
 	cp, curl := launchHelper(t, g, "c1", "http")
 	for p, url := range map[*Process]string{wp: wurl, cp: curl} {

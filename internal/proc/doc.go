@@ -43,7 +43,7 @@
 //
 // Usage in a test:
 //
-//	c := proc.NewCluster(t, proc.Options{Binary: bin, Keyspace: ks, Workers: 3}) // schema, 3 coordinators, 3 workers
+//	c := proctest.NewCluster(t, proc.Options{Binary: bin, Keyspace: ks, Workers: 3}) // schema, 3 coordinators, 3 workers
 //	view, err := c.WaitSettled(ctx)              // every worker active, the ring covered
 //	batch, err := c.Record(ctx, proc.RecordOptions{Count: 2000, Backdate: 10 * time.Minute})
 //	w := c.Workers()[0]

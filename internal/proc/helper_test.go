@@ -100,3 +100,20 @@ func bounded(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// newTestGroup is a group in t's temporary directory, closed when t ends. (testkit/proctest's
+// NewGroup, which also prints the logs of a failed test, imports this package, so these tests
+// cannot use it.)
+func newTestGroup(t *testing.T) *Group {
+	t.Helper()
+	g, err := GroupIn(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Errorf("proc: %v", err)
+		}
+	})
+	return g
+}

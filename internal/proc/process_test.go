@@ -14,7 +14,7 @@ import (
 )
 
 func TestTermIsGraceful(t *testing.T) {
-	g := NewGroup(t)
+	g := newTestGroup(t)
 	p, url := launchHelper(t, g, "h", "http")
 	if err := WaitOK(bounded(t), p, url); err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func TestTermIsGraceful(t *testing.T) {
 }
 
 func TestStopFreezesContResumesKill9Ends(t *testing.T) {
-	g := NewGroup(t)
+	g := newTestGroup(t)
 	p, url := launchHelper(t, g, "h", "http")
 	if err := WaitOK(bounded(t), p, url); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestStopFreezesContResumesKill9Ends(t *testing.T) {
 }
 
 func TestTermOfAStoppedProcessResumesIt(t *testing.T) {
-	g := NewGroup(t)
+	g := newTestGroup(t)
 	p, url := launchHelper(t, g, "h", "http")
 	if err := WaitOK(bounded(t), p, url); err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestTermOfAStoppedProcessResumesIt(t *testing.T) {
 }
 
 func TestTermKillsAProcessThatIgnoresIt(t *testing.T) {
-	g := NewGroup(t)
+	g := newTestGroup(t)
 	p, url := launchHelper(t, g, "h", "ignore-term")
 	if err := WaitOK(bounded(t), p, url); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestTermKillsAProcessThatIgnoresIt(t *testing.T) {
 }
 
 func TestRestartAppendsToTheSameLog(t *testing.T) {
-	g := NewGroup(t)
+	g := newTestGroup(t)
 	p, url := launchHelper(t, g, "h", "http")
 	if err := WaitOK(bounded(t), p, url); err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestRestartAppendsToTheSameLog(t *testing.T) {
 }
 
 func TestWaitOKReportsALostPortRace(t *testing.T) {
-	g := NewGroup(t)
+	g := newTestGroup(t)
 	p, url := launchHelper(t, g, "h", "bind-fail")
 	if err := WaitOK(bounded(t), p, url); !errors.Is(err, ErrPortInUse) {
 		t.Fatalf("WaitOK: %v, want ErrPortInUse", err)
@@ -132,7 +132,7 @@ func TestWaitOKReportsALostPortRace(t *testing.T) {
 }
 
 func TestWaitOKFailsFastWhenTheProcessExits(t *testing.T) {
-	g := NewGroup(t)
+	g := newTestGroup(t)
 	exe, _ := os.Executable()
 	p, err := g.Launch(Spec{Name: "h", Path: exe, Env: []string{helperEnv + "=env"}})
 	if err != nil {
@@ -218,7 +218,7 @@ func launchServingAndStopped(t *testing.T, g *Group) []int {
 func TestGroupCleanupLeavesNoProcess(t *testing.T) {
 	var pids []int
 	t.Run("inner", func(t *testing.T) {
-		pids = launchServingAndStopped(t, NewGroup(t))
+		pids = launchServingAndStopped(t, newTestGroup(t))
 	})
 	for _, pid := range pids {
 		waitDead(t, pid)
@@ -229,7 +229,7 @@ func TestChildDiesWithItsParent(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs Linux (Pdeathsig, /proc)")
 	}
-	g := NewGroup(t)
+	g := newTestGroup(t)
 	exe, _ := os.Executable()
 	parent, err := g.Launch(Spec{Name: "parent", Path: exe, Env: []string{helperEnv + "=parent", "PROC_HELPER_DIR=" + g.Dir()}})
 	if err != nil {

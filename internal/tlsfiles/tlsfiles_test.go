@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 // serve accepts one connection on a TLS listener of cfg and echoes one line back.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 var testRing = lease.RingKey{Region: "eu-west", Cluster: "c1", Service: "orders"}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/clocktest"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 // TestOnElementNamesTheConnectionAndTheReceipt: OnElement sees every installed element with the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/clocktest"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 // fixedRandom is a scripted randomSource: the first address is always index start, every draw r.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 // TestControlsAndRenewalReachTheGuard: the renewal period and the flow controls of an element are

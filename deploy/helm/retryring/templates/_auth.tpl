@@ -47,11 +47,9 @@ Secret, every value, or the explicit opt-out. The message says how to make each 
 {{- else if $missing -}}
 {{- $ns := .Release.Namespace -}}
 {{- fail (printf `authentication is on and %s not set: the coordinators need worker tokens, an admin token and a cluster secret. Make them:
-  retryring token new --ring %s --name %s > worker.out   # this ring's worker token, then its line
-  sed -n 2p worker.out > worker-token; sed -n 4p worker.out > worker-tokens.yaml
-  retryring token new --name ops > ops.out   # an admin token: ops.token is yours, for retryring ctl --token-file
-  sed -n 2p ops.out > ops.token; sed -n 4p ops.out > admin-tokens.yaml
-  retryring token new | sed -n 2p > cluster-secret   # the secret the coordinators share
+  retryring token new --ring %s --name %s --out worker-token --append-to worker-tokens.yaml   # this ring's worker token and its line
+  retryring token new --name ops --out ops.token --append-to admin-tokens.yaml   # an admin token: ops.token is yours, for retryring ctl --token-file
+  retryring token new --out cluster-secret   # the secret the coordinators share (the printed line is not needed)
   kubectl -n %s create secret generic retryring-auth --from-file=worker-tokens.yaml --from-file=admin-tokens.yaml --from-file=cluster-secret --from-file=worker-token
 then install with --set auth.existingSecret=retryring-auth, or give the four as values auth.workerTokens, auth.adminTokens, auth.clusterSecret and auth.workerToken (for a token you already have, printf '%%s\n' "$TOKEN" | retryring token hash prints its hash). docs/operations.md, "Deploy", says more. A throwaway cluster that anyone who reaches it may control: auth.insecureNoAuthentication=true` (join ", " $missing) (include "retryring.ring" .) .Values.worker.service $ns) -}}
 {{- end -}}

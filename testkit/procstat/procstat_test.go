@@ -1,4 +1,4 @@
-package main
+package procstat
 
 import (
 	"os"
@@ -9,17 +9,21 @@ import (
 // TestSamplerReadsThisProcess: the /proc readings of this very process are sane: it has some
 // resident memory, and a busy loop of a few hundred milliseconds shows as CPU time.
 func TestSamplerReadsThisProcess(t *testing.T) {
-	s := sample(os.Getpid(), 10*time.Millisecond)
+	s := Sample(os.Getpid(), 10*time.Millisecond)
 	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
 	}
-	u := s.finish()
+	u := s.Finish()
 	if u.Err != nil {
 		t.Fatal(u.Err)
 	}
 	if u.CPUPercent <= 0 || u.PeakRSSMiB <= 0 || u.LastRSSMiB <= 0 {
 		t.Fatalf("usage %+v: a busy process with memory reads as idle or empty", u)
 	}
-	if _, err := cpuTicks(-1); err == nil {
+	if _, err := CPUTicks(-1); err == nil {
 		t.Error("no error for a process that does not exist")
+	}
+	peak, err := PeakRSSKiB(os.Getpid())
+	if err != nil || peak*1024 < int64(u.LastRSSMiB*1024*1024)/2 {
+		t.Errorf("VmHWM %d KiB (%v) below half the last VmRSS of %.1f MiB", peak, err, u.LastRSSMiB)
 	}
 }

@@ -10,7 +10,7 @@ import (
 var leakMarkers = []string{
 	"github.com/retryring/retryring/coordinator.",
 	"github.com/retryring/retryring/worker/",
-	"github.com/retryring/retryring/internal/ringtest/faultproxy.",
+	"github.com/retryring/retryring/testkit/ringtest/faultproxy.",
 	"github.com/hashicorp/raft.",
 }
 

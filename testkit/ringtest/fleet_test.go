@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/coordinator"
-	"github.com/retryring/retryring/internal/ringtest/faultproxy"
-	"github.com/retryring/retryring/internal/swarm"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/ringtest/faultproxy"
+	"github.com/retryring/retryring/testkit/swarm"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 

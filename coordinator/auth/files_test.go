@@ -1,15 +1,55 @@
-package coordinator
+package auth
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/retryring/retryring/lease"
 )
 
-// TestAuthFileErrorsSayWhereAndWhat: every mistake in a tokens or secret file is one line naming
+// Tokens of these tests: long enough for CheckToken, one per role.
+const (
+	tokOrders    = "orders-token-0000000000000001"
+	tokOrdersNew = "orders-token-0000000000000002"
+	tokOther     = "other-ring-token-000000000001"
+	tokAdmin     = "admin-token-00000000000000001"
+	clusterSec   = "cluster-secret-000000000000001"
+)
+
+var (
+	testRing  = lease.RingKey{Region: "eu", Cluster: "c1", Service: "orders"}
+	otherRing = lease.RingKey{Region: "eu", Cluster: "c1", Service: "payments"}
+)
+
+// tokenLine is the tokens-file line of token for ring (the zero ring: an admin token).
+func tokenLine(ring lease.RingKey, token string) string {
+	if ring == (lease.RingKey{}) {
+		return `- {hash: "` + HashToken(token) + `"}` + "\n"
+	}
+	return `- {ring: "` + ring.String() + `", hash: "` + HashToken(token) + `", name: "` + token[:6] + `"}` + "\n"
+}
+
+// writeAuthFile writes content to path, replacing the file (as a Secret update does).
+func writeAuthFile(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFileErrorsSayWhereAndWhat: every mistake in a tokens or secret file is one line naming
 // the line of the file and what is wrong, in the file's own terms (its keys, not Go's types).
-func TestAuthFileErrorsSayWhereAndWhat(t *testing.T) {
+func TestFileErrorsSayWhereAndWhat(t *testing.T) {
 	good := `- {ring: eu/c1/orders, hash: "` + HashToken(tokOrders) + `", name: a}` + "\n"
 	for _, tc := range []struct {
 		name  string
@@ -47,32 +87,33 @@ func TestAuthFileErrorsSayWhereAndWhat(t *testing.T) {
 	}
 }
 
-func workers(b []byte) error { _, err := parseWorkerTokens(b); return err }
-func admins(b []byte) error  { _, err := parseAdminTokens(b); return err }
-func secret(b []byte) error  { _, err := parseClusterSecret(b); return err }
+func workers(b []byte) error { _, err := ParseWorkerTokens(b); return err }
+func admins(b []byte) error  { _, err := ParseAdminTokens(b); return err }
+func secret(b []byte) error  { _, err := ParseClusterSecret(b); return err }
 
-// TestAuthFileReloadsSayWhatHappened: a Secret edited at run time logs, once per change, why a
+// TestFileReloadsSayWhatHappened: a Secret edited at run time logs, once per change, why a
 // broken content is not used, and when a usable one is taken (a new one, or the old one back).
-func TestAuthFileReloadsSayWhatHappened(t *testing.T) {
-	dir := authDir(t)
+func TestFileReloadsSayWhatHappened(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "workers.yaml")
 	first := tokenLine(testRing, tokOrders)
-	writeStandardAuth(t, dir)
-	path := filePath(dir, "workers.yaml")
 	writeAuthFile(t, path, first)
-	logs := &syncBuffer{}
-	n := newCluster(t, 1, func(_ int, cfg *Config) {
-		cfg.WorkerTokensFile, cfg.ClusterSecretFile = path, filePath(dir, "secret")
-		cfg.Logger = zerolog.New(logs).Level(zerolog.InfoLevel)
-	}).leader()
+	var logs bytes.Buffer
+	a, err := New(Files{WorkerTokens: path}, zerolog.New(&logs).Level(zerolog.InfoLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := 0
 	expect := func(step string, want ...string) {
 		t.Helper()
 		var got []string
-		for _, m := range logs.messages()[seen:] {
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		for _, l := range lines[seen:] {
 			seen++
-			if strings.Contains(m, "--worker-tokens") {
-				got = append(got, m)
+			var e struct{ Message string }
+			if err := json.Unmarshal([]byte(l), &e); err != nil {
+				t.Fatalf("log line %q: %v", l, err)
 			}
+			got = append(got, e.Message)
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s: logged\n%s\nwant\n%s", step, strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -80,21 +121,21 @@ func TestAuthFileReloadsSayWhatHappened(t *testing.T) {
 	}
 	expect("first load", "loaded --worker-tokens "+path+": 1 token for 1 ring")
 
-	// The node re-reads the file every second too: whoever reads a change, it is logged once.
+	// Run re-reads the file every second too: whoever reads a change, it is logged once.
 	writeAuthFile(t, path, first+"- {ring: eu/c1/orders, hashh: x}\n")
 	for range 3 {
-		_ = n.auth.workers.check()
+		a.Reload()
 	}
 	expect("a broken edit, read three times",
 		"cannot use the changed --worker-tokens "+path+`: line 2: field "hashh" not found; entries take ring, hash, name; keeping the last good content`)
 
 	writeAuthFile(t, path, first)
-	_ = n.auth.workers.check()
-	_ = n.auth.workers.check()
+	a.Reload()
+	a.Reload()
 	expect("the edit undone", "--worker-tokens "+path+" is usable again, as it was: 1 token for 1 ring still in force")
 
 	writeAuthFile(t, path, first+tokenLine(testRing, tokOrdersNew)+tokenLine(otherRing, tokOther))
-	_ = n.auth.workers.check()
-	_ = n.auth.workers.check()
+	a.Reload()
+	a.Reload()
 	expect("new tokens", "reloaded --worker-tokens "+path+": 3 tokens for 2 rings")
 }

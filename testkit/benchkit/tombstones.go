@@ -11,7 +11,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/cassandratest"
+	"github.com/retryring/retryring/testkit/cassandratest"
 )
 
 // ReadHistogram is one row of Cassandra's system_views.tombstones_per_read: the tombstones

@@ -1,4 +1,4 @@
-package main
+package procstat
 
 import (
 	"fmt"
@@ -13,9 +13,9 @@ import (
 // architecture Go supports (the kernel fixes it for user space whatever CONFIG_HZ is).
 const clockTicks = 100
 
-// cpuTicks reads utime + stime of pid from /proc/<pid>/stat. The command name (field 2) may
+// CPUTicks reads utime + stime of pid from /proc/<pid>/stat. The command name (field 2) may
 // hold spaces and parentheses, so the fields are counted from the last ')'.
-func cpuTicks(pid int) (int64, error) {
+func CPUTicks(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -37,37 +37,49 @@ func cpuTicks(pid int) (int64, error) {
 	return u + st, nil
 }
 
-// rssKiB reads VmRSS of pid from /proc/<pid>/status.
-func rssKiB(pid int) (int64, error) {
+// RSSKiB reads VmRSS of pid from /proc/<pid>/status.
+func RSSKiB(pid int) (int64, error) {
+	return statusKiB(pid, "VmRSS:")
+}
+
+// statusKiB reads one "Name:   1234 kB" line of /proc/<pid>/status.
+func statusKiB(pid int, name string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, name); ok {
 			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, strings.TrimSuffix(name, ":"))
 }
 
-// usage is what one process used over a span.
-type usage struct {
+// PeakRSSKiB reads VmHWM (the peak resident set size) of pid from /proc/<pid>/status. Unlike
+// getrusage's ru_maxrss it is not charged the parent's peak at exec (Go starts children with
+// vfork), so it is the figure to read for a child.
+func PeakRSSKiB(pid int) (int64, error) {
+	return statusKiB(pid, "VmHWM:")
+}
+
+// Usage is what one process used over a span.
+type Usage struct {
 	CPUPercent float64 // of one core, over the span
 	PeakRSSMiB float64 // the highest VmRSS sampled
 	LastRSSMiB float64 // VmRSS at the end
 	Err        error
 }
 
-func (u usage) String() string {
+func (u Usage) String() string {
 	if u.Err != nil {
 		return "? (" + u.Err.Error() + ")"
 	}
 	return fmt.Sprintf("%.1f %% / %.0f MB", u.CPUPercent, u.LastRSSMiB)
 }
 
-// sampler measures one process's CPU time over a span and samples its RSS every period.
-type sampler struct {
+// Sampler measures one process's CPU time over a span and samples its RSS every period.
+type Sampler struct {
 	pid   int
 	start time.Time
 	ticks int64
@@ -80,9 +92,10 @@ type sampler struct {
 	err  error
 }
 
-func sample(pid int, period time.Duration) *sampler {
-	s := &sampler{pid: pid, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
-	s.ticks, s.err = cpuTicks(pid)
+// Sample starts measuring pid; Finish ends the span.
+func Sample(pid int, period time.Duration) *Sampler {
+	s := &Sampler{pid: pid, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	s.ticks, s.err = CPUTicks(pid)
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(period)
@@ -99,8 +112,8 @@ func sample(pid int, period time.Duration) *sampler {
 	return s
 }
 
-func (s *sampler) rss() {
-	kib, err := rssKiB(s.pid)
+func (s *Sampler) rss() {
+	kib, err := RSSKiB(s.pid)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -113,19 +126,19 @@ func (s *sampler) rss() {
 	s.peak = max(s.peak, kib)
 }
 
-// finish ends the span and returns what the process used in it.
-func (s *sampler) finish() usage {
+// Finish ends the span and returns what the process used in it.
+func (s *Sampler) Finish() Usage {
 	close(s.stop)
 	<-s.done
 	s.rss()
-	end, err := cpuTicks(s.pid)
+	end, err := CPUTicks(s.pid)
 	wall := time.Since(s.start)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err == nil {
 		s.err = err
 	}
-	u := usage{PeakRSSMiB: float64(s.peak) / 1024, LastRSSMiB: float64(s.last) / 1024, Err: s.err}
+	u := Usage{PeakRSSMiB: float64(s.peak) / 1024, LastRSSMiB: float64(s.last) / 1024, Err: s.err}
 	if s.err == nil && wall > 0 {
 		u.CPUPercent = float64(end-s.ticks) / clockTicks / wall.Seconds() * 100
 	}

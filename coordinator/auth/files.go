@@ -1,4 +1,4 @@
-package coordinator
+package auth
 
 import (
 	"bytes"
@@ -8,13 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 
-	"github.com/rs/zerolog"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/retryring/retryring/lease"
@@ -38,18 +34,19 @@ const (
 	maxAuthFileBytes = 1 << 20
 )
 
-// ErrBadAuthFile is wrapped by every error about a token or secret file.
-var ErrBadAuthFile = errors.New("coordinator: bad auth file")
+// ErrBadFile is wrapped by every error about a token or secret file.
+var ErrBadFile = errors.New("auth: bad token or secret file")
 
-// tokenDigest is the SHA-256 of a token. Tokens are compared as digests, in constant time, so that
+// Digest is the SHA-256 of a token. Tokens are compared as digests, in constant time, so that
 // neither the file nor the time a comparison takes tells anything about a valid token.
-type tokenDigest [sha256.Size]byte
+type Digest [sha256.Size]byte
 
-func digestOf(token string) tokenDigest { return sha256.Sum256([]byte(token)) }
+// DigestOf is the digest of token.
+func DigestOf(token string) Digest { return sha256.Sum256([]byte(token)) }
 
 // HashToken is the entry of a token in a tokens file: "sha256:<hex>".
 func HashToken(token string) string {
-	d := digestOf(token)
+	d := DigestOf(token)
 	return HashPrefix + hex.EncodeToString(d[:])
 }
 
@@ -69,12 +66,12 @@ func CheckToken(token string) error {
 
 // namedDigest is one entry of a tokens file.
 type namedDigest struct {
-	digest tokenDigest
+	digest Digest
 	name   string
 }
 
 // matchDigest finds d among ds comparing every entry in constant time, without an early exit.
-func matchDigest(ds []namedDigest, d tokenDigest) (string, bool) {
+func matchDigest(ds []namedDigest, d Digest) (string, bool) {
 	found, name := 0, ""
 	for _, e := range ds {
 		if subtle.ConstantTimeCompare(e.digest[:], d[:]) == 1 {
@@ -84,27 +81,41 @@ func matchDigest(ds []namedDigest, d tokenDigest) (string, bool) {
 	return name, found == 1
 }
 
-// workerTokens is a parsed --worker-tokens file.
-type workerTokens struct {
+// WorkerTokens is a parsed --worker-tokens file.
+type WorkerTokens struct {
 	byRing map[lease.RingKey][]namedDigest
 	count  int
 }
 
 // summary says what the file holds, for the lines that log its loads: "3 tokens for 2 rings".
-func (wt *workerTokens) summary() string {
+func (wt *WorkerTokens) summary() string {
 	return plural(wt.count, "token") + " for " + plural(len(wt.byRing), "ring")
 }
 
-// adminTokens is a parsed --admin-token-file.
-type adminTokens struct{ tokens []namedDigest }
+// Match finds the name of d among the tokens of ring, comparing in constant time.
+func (wt *WorkerTokens) Match(ring lease.RingKey, d Digest) (name string, ok bool) {
+	return matchDigest(wt.byRing[ring], d)
+}
 
-func (at *adminTokens) summary() string { return plural(len(at.tokens), "admin token") }
+// AdminTokens is a parsed --admin-token-file.
+type AdminTokens struct{ tokens []namedDigest }
 
-// clusterSecret is a parsed --cluster-secret-file: the secret itself (every coordinator sends it)
+// Match finds the name of d among the admin tokens, comparing in constant time.
+func (at *AdminTokens) Match(d Digest) (name string, ok bool) { return matchDigest(at.tokens, d) }
+
+func (at *AdminTokens) summary() string { return plural(len(at.tokens), "admin token") }
+
+// ClusterSecret is a parsed --cluster-secret-file: the secret itself (every coordinator sends it)
 // and its digest (what requests are compared with).
-type clusterSecret struct {
+type ClusterSecret struct {
 	secret string
-	digest tokenDigest
+	digest Digest
+}
+
+// Matches reports, in constant time, whether a coordinator sent this secret.
+func (cs *ClusterSecret) Matches(sent string) bool {
+	got := DigestOf(sent)
+	return subtle.ConstantTimeCompare(got[:], cs.digest[:]) == 1
 }
 
 type fileEntry struct {
@@ -198,7 +209,7 @@ func (e fileEntry) where(i int) string {
 
 func parseDigest(i int, e fileEntry) (namedDigest, error) {
 	h, ok := strings.CutPrefix(e.Hash, HashPrefix)
-	var d tokenDigest
+	var d Digest
 	if !ok || len(h) != hex.EncodedLen(len(d)) {
 		return namedDigest{}, fmt.Errorf(`%s: hash must be "sha256:" and 64 hex digits (make one with: retryring token hash); plain tokens never go in this file`, e.where(i))
 	}
@@ -211,31 +222,18 @@ func parseDigest(i int, e fileEntry) (namedDigest, error) {
 	return namedDigest{digest: d, name: e.Name}, nil
 }
 
-// ParseRing reads REGION/CLUSTER/SERVICE.
-func ParseRing(s string) (lease.RingKey, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) != 3 {
-		return lease.RingKey{}, fmt.Errorf("ring %.140q is not REGION/CLUSTER/SERVICE", s)
-	}
-	k := lease.RingKey{Region: parts[0], Cluster: parts[1], Service: parts[2]}
-	if err := k.Validate(); err != nil {
-		return lease.RingKey{}, fmt.Errorf("ring %.140q: %w", s, err)
-	}
-	return k, nil
-}
-
-// parseWorkerTokens reads a --worker-tokens file. An empty file is valid: it admits nobody.
-func parseWorkerTokens(data []byte) (*workerTokens, error) {
+// ParseWorkerTokens reads a --worker-tokens file. An empty file is valid: it admits nobody.
+func ParseWorkerTokens(data []byte) (*WorkerTokens, error) {
 	entries, err := decodeEntries(data, workerEntryKeys)
 	if err != nil {
 		return nil, err
 	}
-	wt := &workerTokens{byRing: map[lease.RingKey][]namedDigest{}}
+	wt := &WorkerTokens{byRing: map[lease.RingKey][]namedDigest{}}
 	for i, e := range entries {
 		if e.Ring == "" {
 			return nil, fmt.Errorf("%s: no ring (want ring: REGION/CLUSTER/SERVICE)", e.where(i))
 		}
-		k, err := ParseRing(e.Ring)
+		k, err := lease.ParseRing(e.Ring)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", e.where(i), err)
 		}
@@ -249,13 +247,13 @@ func parseWorkerTokens(data []byte) (*workerTokens, error) {
 	return wt, nil
 }
 
-// parseAdminTokens reads an --admin-token-file. An empty file is valid: no admin call is admitted.
-func parseAdminTokens(data []byte) (*adminTokens, error) {
+// ParseAdminTokens reads an --admin-token-file. An empty file is valid: no admin call is admitted.
+func ParseAdminTokens(data []byte) (*AdminTokens, error) {
 	entries, err := decodeEntries(data, adminEntryKeys)
 	if err != nil {
 		return nil, err
 	}
-	at := &adminTokens{}
+	at := &AdminTokens{}
 	for i, e := range entries {
 		if e.Ring != "" {
 			return nil, fmt.Errorf("%s: an admin token has no ring (ring: is for --worker-tokens); entries take %s", e.where(i), adminEntryKeys)
@@ -269,9 +267,9 @@ func parseAdminTokens(data []byte) (*adminTokens, error) {
 	return at, nil
 }
 
-// parseClusterSecret reads a --cluster-secret-file: the secret alone on one line, a token by
+// ParseClusterSecret reads a --cluster-secret-file: the secret alone on one line, a token by
 // CheckToken's rules.
-func parseClusterSecret(data []byte) (*clusterSecret, error) {
+func ParseClusterSecret(data []byte) (*ClusterSecret, error) {
 	s := strings.TrimSpace(string(data))
 	if lines := strings.Count(s, "\n") + 1; lines > 1 {
 		return nil, fmt.Errorf("want the secret alone on one line, found %d lines (the same secret on every coordinator; make one with: retryring token new)", lines)
@@ -279,97 +277,7 @@ func parseClusterSecret(data []byte) (*clusterSecret, error) {
 	if err := CheckToken(s); err != nil {
 		return nil, fmt.Errorf("the secret: %w (make one with: retryring token new)", err)
 	}
-	return &clusterSecret{secret: s, digest: digestOf(s)}, nil
-}
-
-// watchedFile is a file the node re-reads every second (Kubernetes updates a mounted Secret in
-// place). A read or parse that fails keeps the last good content and logs one error line per
-// distinct failure; each change that takes effect, and a return to the content in force after a
-// failure, logs one info line. The first load must succeed.
-type watchedFile[T any] struct {
-	what string // the flag
-	path string
-	// parse turns the content into T; its error names what is wrong, the path is added here.
-	parse func([]byte) (*T, error)
-	log   zerolog.Logger
-	// summary, if set, says what a content holds ("3 tokens for 2 rings") in the lines that log a load.
-	summary func(v *T) string
-
-	cur     atomic.Pointer[T]
-	mu      sync.Mutex
-	sum     [sha256.Size]byte
-	lastErr string
-}
-
-func (w *watchedFile[T]) read() ([]byte, error) {
-	f, err := os.Open(w.path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxAuthFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxAuthFileBytes {
-		return nil, fmt.Errorf("larger than %d bytes", maxAuthFileBytes)
-	}
-	return b, nil
-}
-
-// load reads the file for the first time: its error stops the node from starting.
-func (w *watchedFile[T]) load() error {
-	if err := w.check(); err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrBadAuthFile, w.what, w.path, err)
-	}
-	return nil
-}
-
-// check re-reads the file; it changes the content in force only when the file changed and parses.
-func (w *watchedFile[T]) check() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	b, err := w.read()
-	var sum [sha256.Size]byte
-	if err == nil {
-		sum = sha256.Sum256(b)
-		if cur := w.cur.Load(); cur != nil && sum == w.sum {
-			if w.lastErr != "" {
-				// A broken edit was undone: say the file is usable again, once.
-				w.log.Info().Str("flag", w.what).Str("path", w.path).
-					Msgf("%s %s is usable again, as it was: %s still in force", w.what, w.path, w.describe(cur))
-			}
-			w.lastErr = ""
-			return nil
-		}
-	}
-	var v *T
-	if err == nil {
-		v, err = w.parse(b)
-	}
-	if err != nil {
-		if w.cur.Load() != nil && err.Error() != w.lastErr {
-			w.log.Error().Str("flag", w.what).Str("path", w.path).Str("error", err.Error()).
-				Msgf("cannot use the changed %s %s: %v; keeping the last good content", w.what, w.path, err)
-		}
-		w.lastErr = err.Error()
-		return err
-	}
-	w.sum, w.lastErr = sum, ""
-	verb := "loaded"
-	if w.cur.Swap(v) != nil {
-		verb = "reloaded"
-	}
-	w.log.Info().Str("flag", w.what).Str("path", w.path).Bool("reloaded", verb == "reloaded").
-		Msgf("%s %s %s: %s", verb, w.what, w.path, w.describe(v))
-	return nil
-}
-
-func (w *watchedFile[T]) describe(v *T) string {
-	if w.summary == nil {
-		return "in force"
-	}
-	return w.summary(v)
+	return &ClusterSecret{secret: s, digest: DigestOf(s)}, nil
 }
 
 // plural is "1 token", "3 tokens".

@@ -2,8 +2,10 @@ package benchkit
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/retryring/retryring/internal/proc"
 )
@@ -51,4 +53,17 @@ func Binary(ctx context.Context, given, dir string, logf func(format string, arg
 		return "", err
 	}
 	return bin, nil
+}
+
+// Fail prints err on stderr after the program's name and exits with status 1: how every
+// benchmark program ends when it cannot measure.
+func Fail(err error) {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", programName(os.Args[0]), err)
+	os.Exit(1)
+}
+
+// Logf prints one progress line on stderr, stamped with the time of day to the millisecond, so
+// that a figure's phases can be matched with the logs of the processes it started.
+func Logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().Format("15:04:05.000"), programName(os.Args[0]), fmt.Sprintf(format, args...))
 }

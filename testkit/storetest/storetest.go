@@ -14,8 +14,8 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/internal/cassandratest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/cassandratest"
 )
 
 var shared struct {

@@ -1,6 +1,6 @@
 // Package swarm runs many real lease clients in one process, each with its own RSocket
 // connection to the coordinators, spread over several rings, and records every lease element each
-// one installed, so that a benchmark (bench/swarm) or a test (internal/ringtest) can say what a
+// one installed, so that a benchmark (bench/swarm) or a test (testkit/ringtest) can say what a
 // fault cost a whole fleet: how long members went without a usable lease, which coordinator
 // renewed them and when, whether their assignment changed, and whether two members of one ring
 // could ever use one token at the same instant.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/internal/tlsfiles"
-	"github.com/retryring/retryring/internal/tlstest"
+	"github.com/retryring/retryring/testkit/tlstest"
 )
 
 // Where StartSecure runs its node: beside the shared one (127.0.0.1:9042, storage 7000, JMX 7199),

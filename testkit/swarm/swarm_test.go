@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/ringtest"
-	"github.com/retryring/retryring/internal/swarm"
+	"github.com/retryring/retryring/testkit/ringtest"
+	"github.com/retryring/retryring/testkit/swarm"
 )
 
 // TestSwarmOnARealCluster: members told only of a follower reach the leader through its

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/internal/clocktest"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/clocktest"
 )
 
 // element is a lease of epoch whose demand was sent at sent (seconds after the clock's start).

@@ -1,10 +1,12 @@
-package proc
+package proctest
 
 import (
 	"context"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/retryring/retryring/internal/proc"
 )
 
 // KeepLogsEnv names the environment variable that, set to anything but "" or "0", keeps the log
@@ -17,14 +19,17 @@ const tailLines = 25
 // NewGroup is a group for t, in a log directory of its own. When t ends, every process of the
 // group is killed and reaped; if t failed, the log paths and their last lines are printed and the
 // directory is kept, otherwise it is removed (unless E2E_KEEP_LOGS is set).
-func NewGroup(t testing.TB) *Group {
+func NewGroup(t testing.TB) *proc.Group {
 	t.Helper()
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	dir, err := os.MkdirTemp("", "retryring-"+name+"-")
 	if err != nil {
 		t.Fatalf("proc: log dir: %v", err)
 	}
-	g := &Group{dir: dir}
+	g, err := proc.GroupIn(dir)
+	if err != nil {
+		t.Fatalf("proc: %v", err)
+	}
 	t.Cleanup(func() {
 		if err := g.Close(); err != nil {
 			t.Errorf("proc: %v", err)
@@ -47,12 +52,16 @@ func NewGroup(t testing.TB) *Group {
 
 // NewCluster is StartCluster for t, in a NewGroup, bounded by Options.Wait: it fails the test if
 // the cluster does not start, and closes it when the test ends (before the group prints its logs).
-func NewCluster(t testing.TB, opts Options) *Cluster {
+func NewCluster(t testing.TB, opts proc.Options) *proc.Cluster {
 	t.Helper()
 	g := NewGroup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), opts.withDefaults().Wait)
+	wait := opts.Wait
+	if wait == 0 {
+		wait = proc.DefaultWait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	c, err := StartCluster(ctx, g, opts)
+	c, err := proc.StartCluster(ctx, g, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/coordinator"
-	"github.com/retryring/retryring/internal/ringtest/faultproxy"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/ringtest/faultproxy"
 )
 
 // Defaults of Options.

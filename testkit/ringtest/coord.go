@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/retryring/retryring/coordinator"
-	"github.com/retryring/retryring/internal/ringtest/faultproxy"
+	"github.com/retryring/retryring/testkit/ringtest/faultproxy"
 )
 
 // Coordinator is one coordinator node of the cluster, behind two proxies: one for Raft (inbound

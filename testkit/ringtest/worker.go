@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/retryring/retryring/internal/ringtest/faultproxy"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/ringtest/faultproxy"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 

@@ -1,4 +1,4 @@
-package coordinator
+package auth
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ import (
 func FuzzParseWorkerTokens(f *testing.F) {
 	f.Add([]byte(tokenLine(testRing, tokOrders) + tokenLine(otherRing, tokOther)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		wt, err := parseWorkerTokens(data)
+		wt, err := ParseWorkerTokens(data)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error of more than one line: %q", err)
@@ -35,7 +35,7 @@ func FuzzParseWorkerTokens(f *testing.F) {
 func FuzzParseAdminTokens(f *testing.F) {
 	f.Add([]byte(tokenLine(testRing, tokAdmin)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		at, err := parseAdminTokens(data)
+		at, err := ParseAdminTokens(data)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error of more than one line: %q", err)
