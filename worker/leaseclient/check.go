@@ -111,9 +111,32 @@ func (r *refusal) Unwrap() []error { return []error{ErrRefused, r.err} }
 
 func refusedCredentials(err error) bool {
 	var record tls.RecordHeaderError
-	if _, _, ok := tlsfiles.CertificateRefusal(err); ok {
+	if anyInTree(err, func(e error) bool { _, _, ok := tlsfiles.CertificateRefusal(e); return ok }) {
 		return true
 	}
 	return errors.Is(err, lease.ErrUnauthorized) || errors.Is(err, lease.ErrBadSetup) || errors.As(err, &record) ||
 		strings.Contains(err.Error(), "TLS handshake with ") || strings.Contains(err.Error(), "the coordinator refused the TLS connection")
+}
+
+// anyInTree reports whether match holds for err or any error it wraps. errors.As stops at the first
+// error of a type, and a connection that failed carries several *net.OpError: the write that
+// failed first, the TLS alert that says why after it.
+func anyInTree(err error, match func(error) bool) bool {
+	if err == nil {
+		return false
+	}
+	if match(err) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return anyInTree(u.Unwrap(), match)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if anyInTree(e, match) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -231,7 +231,9 @@ func (c *Client) dialKeepalive(ctx context.Context, addr string, keepalive time.
 	}
 	if err != nil {
 		rscancel()
-		return nil, fmt.Errorf("%w: connecting to %s: %w", ErrDisconnected, addr, readable{err})
+		// Under TLS 1.3 a refused client certificate arrives as an alert on the first read, which
+		// can close the connection while Start still writes SETUP: the alert says why.
+		return nil, sess.withTLSAlert(fmt.Errorf("%w: connecting to %s: %w", ErrDisconnected, addr, readable{err}))
 	}
 	sess.sock, sess.cancel = sock, rscancel
 	return sess, nil
