@@ -53,6 +53,10 @@ type Config struct {
 	// TLS is on when ServerName or any TLS file is set, and then the nodes' certificates are
 	// always verified: gocql's EnableHostVerification is on.
 	ServerName string
+	// Logger receives the driver's own lines (a host down, a control connection that could not
+	// reconnect), which it writes at every attempt. Nil: gocql's global logger. Either way the
+	// lines of a Connect that fails are dropped: its error says why in one line.
+	Logger gocql.StdLogger
 }
 
 // TLSEnabled reports whether connections are encrypted.
@@ -231,10 +235,8 @@ func Connect(ctx context.Context, c Config) (*gocql.Session, error) {
 	// error itself, which explain turns into one line saying what is wrong.
 	seen := &connectErrors{}
 	cc.ConnectObserver = seen
-	logs := newHeldLogger()
-	if cc.Logger == nil {
-		cc.Logger = logs
-	}
+	logs := newHeldLogger(c.Logger)
+	cc.Logger = logs
 	done := make(chan result, 1)
 	go func() {
 		s, err := cc.CreateSession()

@@ -204,7 +204,7 @@ func TestHeldLoggerDropsTheLinesOfAFailedConnectAndPassesTheOthers(t *testing.T)
 	gocql.Logger = log.New(&out, "", 0)
 	t.Cleanup(func() { gocql.Logger = prev })
 
-	failed := newHeldLogger()
+	failed := newHeldLogger(nil)
 	failed.Printf("gocql: unable to dial control conn %s", "127.0.0.1:9042")
 	failed.release(false)
 	failed.Println("after", "the connect")
@@ -213,7 +213,7 @@ func TestHeldLoggerDropsTheLinesOfAFailedConnectAndPassesTheOthers(t *testing.T)
 	}
 
 	out.Reset()
-	ok := newHeldLogger()
+	ok := newHeldLogger(nil)
 	ok.Print("host 127.0.0.2 down")
 	if out.Len() != 0 {
 		t.Fatalf("logged while connecting: %q", out.String())
@@ -221,5 +221,15 @@ func TestHeldLoggerDropsTheLinesOfAFailedConnectAndPassesTheOthers(t *testing.T)
 	ok.release(true)
 	if got := out.String(); got != "host 127.0.0.2 down\n" {
 		t.Fatalf("successful connect logged %q", got)
+	}
+
+	// A logger of its own (Config.Logger) gets the lines instead of gocql's global one.
+	out.Reset()
+	var own strings.Builder
+	mine := newHeldLogger(log.New(&own, "", 0))
+	mine.release(true)
+	mine.Printf("gocql: unable to reconnect control connection: %s", "refused")
+	if own.String() != "gocql: unable to reconnect control connection: refused\n" || out.Len() != 0 {
+		t.Fatalf("own logger got %q, the global one %q", own.String(), out.String())
 	}
 }

@@ -190,12 +190,19 @@ type heldLogger struct {
 	mu      sync.Mutex
 	holding bool
 	lines   []string
+	to      gocql.StdLogger // nil: gocql's global logger
 }
 
-func newHeldLogger() *heldLogger { return &heldLogger{holding: true} }
+func newHeldLogger(to gocql.StdLogger) *heldLogger { return &heldLogger{holding: true, to: to} }
 
-// next is the logger lines go to: gocql's global one, looked up when a line is printed.
-func (l *heldLogger) next() gocql.StdLogger { return gocql.Logger }
+// next is the logger lines go to: the one given, else gocql's global one, looked up when a line
+// is printed.
+func (l *heldLogger) next() gocql.StdLogger {
+	if l.to != nil {
+		return l.to
+	}
+	return gocql.Logger
+}
 
 func (l *heldLogger) hold(line string) bool {
 	l.mu.Lock()

@@ -134,8 +134,11 @@ func (s *scenario) outage(n cassandraNode, how string) {
 
 // TestCassandraRestart drains and stops Cassandra in the middle of a drain and starts it again.
 // Executions answered while it was down cannot be marked COMMITTED and may run again; nothing may
-// be lost. It runs alone: every other scenario needs Cassandra (and so do other packages' tests,
-// which is why `make test` runs this package after the others).
+// be lost. The workers stay up through the outage (not ready from their first failed check); an
+// outage longer than their --cassandra-lost-after (30 s) makes each give its ranges back, and
+// every one of them is ready again, back in its ring, once Cassandra is. It runs alone: every
+// other scenario needs Cassandra (and so do other packages' tests, which is why `make test` runs
+// this package after the others).
 func TestCassandraRestart(t *testing.T) {
 	node := managedCassandra(t)
 	s := newScenario(t, shortOptions())
@@ -144,6 +147,48 @@ func TestCassandraRestart(t *testing.T) {
 	s.recordBackdated(3000)
 	s.waitExecutions(300)
 	s.outage(node, "drain")
+	s.waitWorkersBack(2 * time.Minute)
 	s.waitDrained(drainWait)
 	s.check()
+}
+
+// cassandraLostAfter is the workers' --cassandra-lost-after (their default), and lostSlack what
+// it takes a worker beyond it to see the loss: a check a second, each bounded by 5 s.
+const (
+	cassandraLostAfter = 30 * time.Second
+	lostSlack          = 10 * time.Second
+)
+
+// waitWorkersBack waits, after the last Cassandra outage, until every worker answers /readyz 200
+// again: the worker process outlived the outage and, if it gave its ranges back, rejoined. When
+// the outage lasted longer than --cassandra-lost-after with room to see it, each worker must have
+// said in its log that it gave its ranges back.
+func (s *scenario) waitWorkersBack(bound time.Duration) {
+	s.t.Helper()
+	var last fault
+	for _, f := range s.faults {
+		if f.kind == storeOutage {
+			last = f
+		}
+	}
+	ctx := s.ctx(bound)
+	for _, w := range s.c.Workers() {
+		if err := w.WaitReady(ctx); err != nil {
+			s.t.Fatalf("worker %s not ready within %v of Cassandra's return: %v", w.ID, bound, err)
+		}
+	}
+	s.mark("every worker ready again")
+	if last.until.Sub(last.at) < cassandraLostAfter+lostSlack {
+		return
+	}
+	for _, w := range s.c.Workers() {
+		b, err := os.ReadFile(w.LogPath())
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "cassandra lost for too long: giving the ranges back") {
+			s.t.Errorf("worker %s: Cassandra was down %v, past --cassandra-lost-after %v, and its log does not say it gave its ranges back",
+				w.ID, last.until.Sub(last.at).Round(time.Second), cassandraLostAfter)
+		}
+	}
 }

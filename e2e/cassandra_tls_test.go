@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +25,8 @@ import (
 // (optional: false, client certificates required) and PasswordAuthenticator with
 // CassandraAuthorizer: an admin role applies the schema, a service role that may only SELECT and
 // MODIFY the keyspace records failures and a worker drains them; then each wrong setting fails
-// with one line on stderr naming what is wrong.
+// with one line on stderr naming what is wrong, except under a worker, which stays up and says it
+// on /readyz.
 func TestCassandraTLSAndPasswordAuth(t *testing.T) {
 	requireBinary(t, "coordinator", "worker", "record", "schema", "deadletters")
 	const failures = 300
@@ -166,7 +169,7 @@ func testCassandraTLSErrors(t *testing.T, node *cassandratest.SecureNode, ks str
 			[]string{node.Addr, "probably requires TLS"}},
 		{"TLS against a plain port", cat(schema, with("--cassandra", cassandratest.Addr()), login(password)),
 			[]string{cassandratest.Addr(), "does not speak TLS on this port"}},
-		{"wrong CA", cat(worker, with("--cassandra-ca", otherCAFile), login(password)),
+		{"wrong CA", cat(deadLetters, with("--cassandra-ca", otherCAFile), login(password)),
 			[]string{node.Addr, "not signed by the CA in " + otherCAFile}},
 		{"wrong server name", cat(schema, with("--cassandra-server-name", "cassandra.example"), login(password)),
 			[]string{`not for the server name "cassandra.example"`}},
@@ -204,6 +207,48 @@ func testCassandraTLSErrors(t *testing.T, node *cassandratest.SecureNode, ks str
 			t.Logf("%s", msg)
 		})
 	}
+
+	// A worker does not exit on a Cassandra it cannot use: it stays up, not ready, retrying, and
+	// says why on /readyz.
+	t.Run("worker with a wrong CA", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		httpAddr, err := proc.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := cat(worker, with("--cassandra-ca", otherCAFile), login(password))
+		for i := range args {
+			if args[i] == "--http-addr" {
+				args[i+1] = httpAddr
+			}
+		}
+		cmd := exec.CommandContext(ctx, binary, args...)
+		cmd.Env = cleanEnv()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		want := "cassandra TLS failed at " + node.Addr + ": the node's certificate"
+		var reason string
+		for ctx.Err() == nil && !strings.HasPrefix(reason, want) {
+			time.Sleep(200 * time.Millisecond)
+			resp, err := http.Get("http://" + httpAddr + "/readyz")
+			if err != nil {
+				continue // not listening yet
+			}
+			var body struct{ Reason string }
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("/readyz %d with a wrong CA, want 503", resp.StatusCode)
+			}
+			reason = body.Reason
+		}
+		if !strings.HasPrefix(reason, want) || !strings.Contains(reason, "not signed by the CA in "+otherCAFile) {
+			t.Fatalf("/readyz reason %q, want it to start %q and name %s", reason, want, otherCAFile)
+		}
+	})
 }
 
 func cat(parts ...[]string) []string {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -115,7 +118,8 @@ func TestCassandraFlagsMakeTheConfig(t *testing.T) {
 
 // TestWeakConsistencyRefusedAtStart: worker, record and deadletters refuse a consistency below a
 // quorum before they connect, saying why; --allow-weak-consistency lets them go on (to a
-// connection error here: nothing listens on port 1).
+// connection error here: nothing listens on port 1; the worker waits for Cassandra instead, and
+// says so on /readyz).
 func TestWeakConsistencyRefusedAtStart(t *testing.T) {
 	for _, args := range [][]string{
 		{"worker", "--http-addr", ""},
@@ -131,8 +135,17 @@ func TestWeakConsistencyRefusedAtStart(t *testing.T) {
 		if !errors.Is(err, cassandra.ErrWeakConsistency) || !strings.Contains(err.Error(), "COMMITTED marker") {
 			t.Errorf("%s --consistency LOCAL_ONE: %v; want ErrWeakConsistency with its reason", args[0], err)
 		}
+		if args[0] == "worker" {
+			continue
+		}
 		if err := run("--allow-weak-consistency"); err == nil || errors.Is(err, cassandra.ErrWeakConsistency) {
 			t.Errorf("%s --consistency LOCAL_ONE --allow-weak-consistency: %v; want it past the check", args[0], err)
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := startWorker(t, "w-weak", "--cassandra", "127.0.0.1:1", "--consistency", "LOCAL_ONE", "--allow-weak-consistency")
+	w.readyz(ctx, "503 past the consistency check, waiting for Cassandra", func(code int, reason string) bool {
+		return code == http.StatusServiceUnavailable && strings.HasPrefix(reason, "cassandra unreachable: connect to 127.0.0.1:1")
+	})
 }

@@ -66,3 +66,25 @@ func (l rsocketLogger) line(level zerolog.Level, format string, args []any) {
 func routeRSocketLogs(log zerolog.Logger) {
 	rslogger.SetLogger(rsocketLogger{log: log.With().Str("component", "rsocket-go").Logger()})
 }
+
+// gocqlLinesPerMinute bounds the driver lines a worker logs: gocql writes one at every attempt to
+// reconnect (about every second while Cassandra is down), and the worker says what matters itself
+// (Cassandra lost, still failing once a minute, reachable again).
+const gocqlLinesPerMinute = 5
+
+// gocqlLogger sends gocql's lines into zerolog, on one line each, at most gocqlLinesPerMinute a
+// minute.
+type gocqlLogger struct{ log zerolog.Logger }
+
+func newGocqlLogger(log zerolog.Logger) gocqlLogger {
+	return gocqlLogger{log: log.With().Str("component", "gocql").Logger().
+		Sample(&zerolog.BurstSampler{Burst: gocqlLinesPerMinute, Period: time.Minute})}
+}
+
+func (l gocqlLogger) Print(v ...any) { l.line(fmt.Sprint(v...)) }
+
+func (l gocqlLogger) Printf(format string, v ...any) { l.line(fmt.Sprintf(format, v...)) }
+
+func (l gocqlLogger) Println(v ...any) { l.line(fmt.Sprintln(v...)) }
+
+func (l gocqlLogger) line(s string) { l.log.Info().Msg(strings.Join(strings.Fields(s), " ")) }

@@ -230,3 +230,24 @@ func TestRSocketLinesReadOnce(t *testing.T) {
 		t.Errorf("logged\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestGocqlLinesAreBounded: the driver's lines come out as one JSON line each, component gocql,
+// and at most gocqlLinesPerMinute of them a minute, however many it writes.
+func TestGocqlLinesAreBounded(t *testing.T) {
+	var buf bytes.Buffer
+	l := newGocqlLogger(zerolog.New(&buf))
+	for range 50 {
+		l.Printf("gocql: unable to dial control conn %s: %v\n", "127.0.0.1:9042", errors.New("connect: connection refused"))
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != gocqlLinesPerMinute {
+		t.Fatalf("%d lines for 50 within a minute, want %d", len(lines), gocqlLinesPerMinute)
+	}
+	var v struct{ Level, Component, Message string }
+	if err := json.Unmarshal([]byte(lines[0]), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Level != "info" || v.Component != "gocql" || v.Message != "gocql: unable to dial control conn 127.0.0.1:9042: connect: connection refused" {
+		t.Fatalf("line %+v", v)
+	}
+}

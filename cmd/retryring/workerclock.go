@@ -12,19 +12,25 @@ import (
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 
-// ringMembership keeps a worker in its ring only while its clock is trusted. When the clock
-// monitor says untrusted (beyond max_clock_offset / 2 from Cassandra, or no fresh estimate), it
-// leaves the ring at once: ring.leave frees every range for the others instead of letting them
-// wait for the lease to expire, and the guard, cleared first, refuses every query and execution
-// of the data plane. When the clock is trusted again it rejoins with a new lease client that
-// feeds the same guard, under the same incarnation (the same process).
+// ringMembership keeps a worker in its ring only while it can work: its clock is trusted and
+// Cassandra has not been lost for longer than --cassandra-lost-after. When the clock monitor says
+// untrusted (beyond max_clock_offset / 2 from Cassandra, or no fresh estimate), or the Cassandra
+// watch says lost, it leaves the ring at once: ring.leave frees every range for the others instead
+// of letting them wait for the lease to expire, and the guard, cleared first, refuses every query
+// and execution of the data plane. When both are good again it rejoins with a new lease client
+// that feeds the same guard, under the same incarnation (the same process).
 type ringMembership struct {
 	// newClient makes the lease client of the next stretch of membership; incarnation is "" for
 	// the first, then the first one's.
 	newClient    func(incarnation string) (*leaseclient.Client, error)
 	leaveTimeout time.Duration
 	log          zerolog.Logger
-	verdicts     chan clockcheck.Status // the latest verdict not yet acted on
+	wake         chan struct{} // the gate changed since run last looked
+
+	gateMu    sync.Mutex
+	clock     clockcheck.Status
+	clockSeen bool   // a first verdict arrived: before it the worker stays out
+	lost      string // why Cassandra counts as lost; "" while it does not
 
 	mu          sync.Mutex
 	client      *leaseclient.Client // nil while out of the ring
@@ -34,7 +40,7 @@ type ringMembership struct {
 }
 
 func newRingMembership(first *leaseclient.Client, newClient func(string) (*leaseclient.Client, error), leaveTimeout time.Duration, log zerolog.Logger) *ringMembership {
-	m := &ringMembership{newClient: newClient, leaveTimeout: leaveTimeout, log: log, verdicts: make(chan clockcheck.Status, 1),
+	m := &ringMembership{newClient: newClient, leaveTimeout: leaveTimeout, log: log, wake: make(chan struct{}, 1),
 		incarnation: first.Incarnation()}
 	m.newClient = func(inc string) (*leaseclient.Client, error) {
 		if first != nil { // built up front, so that a bad configuration stops the worker at once
@@ -47,27 +53,57 @@ func newRingMembership(first *leaseclient.Client, newClient func(string) (*lease
 	return m
 }
 
-// clockChanged is the monitor's OnChange: it keeps the latest verdict for run and never blocks
-// (OnChange calls never overlap, so the slot it empties is still empty when it fills it).
+// clockChanged is the monitor's OnChange: it keeps the latest verdict for run and never blocks.
 func (m *ringMembership) clockChanged(s clockcheck.Status) {
-	select {
-	case <-m.verdicts:
-	default:
-	}
-	m.verdicts <- s
+	m.gateMu.Lock()
+	m.clock, m.clockSeen = s, true
+	m.gateMu.Unlock()
+	m.poke()
 }
 
-// run acts on each verdict until ctx ends: join when trusted, leave when not.
+// cassandraChanged is the Cassandra watch's verdict: lost says why the worker must give its
+// ranges back (Cassandra unreachable for longer than --cassandra-lost-after), "" that it may work.
+func (m *ringMembership) cassandraChanged(lost string) {
+	m.gateMu.Lock()
+	m.lost = lost
+	m.gateMu.Unlock()
+	m.poke()
+}
+
+func (m *ringMembership) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default: // run has not looked since the last change; it reads the latest state when it does
+	}
+}
+
+// gate says whether the worker may be in its ring, and if not why ("" before the first clock
+// verdict: nothing to say yet, nothing to leave).
+func (m *ringMembership) gate() (open bool, reason string) {
+	m.gateMu.Lock()
+	defer m.gateMu.Unlock()
+	switch {
+	case !m.clockSeen:
+		return false, ""
+	case !m.clock.Trusted:
+		return false, m.clock.Reason
+	case m.lost != "":
+		return false, m.lost
+	}
+	return true, ""
+}
+
+// run acts on each change of the gate until ctx ends: join when open, leave when not.
 func (m *ringMembership) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case s := <-m.verdicts:
-			if s.Trusted {
+		case <-m.wake:
+			if open, reason := m.gate(); open {
 				m.join(ctx)
 			} else {
-				m.leave(s.Reason)
+				m.leave(reason)
 			}
 		}
 	}
@@ -89,7 +125,7 @@ func (m *ringMembership) join(ctx context.Context) {
 	// The client outlives the scanner's ctx: it must hold the lease while in-flight work ends.
 	go func() { done <- c.Run(context.WithoutCancel(ctx)) }()
 	m.client, m.clientDone = c, done
-	m.log.Info().Str("incarnation", c.Incarnation()).Msg("joining the ring: the clock is trusted")
+	m.log.Info().Str("incarnation", c.Incarnation()).Msg("joining the ring: the clock is trusted and Cassandra reachable")
 }
 
 // leave gives every range back, if the worker holds any: the guard is cleared, the work in flight

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/gocql/gocql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -46,6 +48,9 @@ type workerOptions struct {
 	clockEvery time.Duration
 	// clock is the worker's clock: nil for the system clock; tests skew it.
 	clock lease.Clock
+	// cassandraLostAfter is how long Cassandra may be unreachable before the worker gives its
+	// ranges back (--cassandra-lost-after).
+	cassandraLostAfter time.Duration
 }
 
 func newWorkerCommand() *cobra.Command { return workerCommand(&workerOptions{}) }
@@ -58,6 +63,11 @@ func workerCommand(op *workerOptions) *cobra.Command {
 		Short: "Run one retry worker: lease client, traversal, execution and compaction",
 		Long: `Run one retry worker. It joins the ring of its service through any coordinator, drains the
 part of the retry directory its lease covers, and, while it is Node-0, compacts the directory.
+It starts without Cassandra: /healthz answers at once, /readyz is 503 with the reason while it
+waits (Cassandra unreachable, its login or TLS refused, the schema missing or too old) and retries
+every 0.5 s doubling to 30 s, with jitter; meanwhile it asks the coordinators whether they admit
+its token and certificate, without joining its ring. Running, it gives its ranges back when
+Cassandra has been unreachable for --cassandra-lost-after, and rejoins when it is back.
 On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish within their timeout
 (a partial bucket stays in Cassandra), leaves the ring and exits.`,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -87,6 +97,7 @@ On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish with
 	fs.DurationVar(&o.cfg.QueryTimeout, "query-timeout", worker.DefaultQueryTimeout, "timeout of each CQL query (the guard demands it)")
 	fs.DurationVar(&o.cfg.ExecTimeout, "exec-timeout", worker.DefaultExecTimeout, "timeout of each execution (the guard demands it)")
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "bound on a graceful shutdown")
+	fs.DurationVar(&o.cassandraLostAfter, "cassandra-lost-after", DefaultCassandraLostAfter, "how long Cassandra may be unreachable under a running worker (checked every second; /readyz is 503 from the first failed check) before it gives its ranges back to workers that can reach it; it rejoins when Cassandra is back. At start the worker waits for Cassandra instead, retrying every 0.5 s doubling to 30 s (with jitter), with /healthz up and /readyz 503 saying why")
 	fs.StringVar(&o.tokenFile, "token-file", "", "file of this worker's ring token, sent in SETUP (else the environment variable RETRYRING_TOKEN)")
 	annotateEnv(cmd)
 	return cmd
@@ -121,6 +132,9 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err := cfg.Validate(); err != nil { // before anything connects: a bad flag is said at once
 		return err
 	}
+	if o.cassandraLostAfter <= 0 {
+		return fmt.Errorf("--cassandra-lost-after %v must be positive: it is how long Cassandra may be unreachable before the worker gives its ranges back", o.cassandraLostAfter)
+	}
 	token, err := workerTokenFrom(o.tokenFile, os.LookupEnv)
 	if err != nil {
 		return err
@@ -129,13 +143,14 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err != nil {
 		return err
 	}
-
-	session, err := o.cf.connect(ctx)
+	cassandraConfig, err := o.cf.config()
 	if err != nil {
 		return err
 	}
-	defer session.Close()
-	if err := cassandra.CheckSchema(ctx, session, o.cf.keyspace); err != nil {
+	cassandraConfig.Logger = newGocqlLogger(log)
+	// A configuration error (a consistency level, an unreadable certificate) is said at once;
+	// what Cassandra itself answers is retried below.
+	if _, err := cassandraConfig.ClusterConfig(); err != nil {
 		return err
 	}
 	// One clock for everything the worker times and stamps: windows, the guard, the clock check,
@@ -146,18 +161,12 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		clock = lease.SystemClock{}
 	}
 	cfg.Clock, cfg.WriteClock = clock, clock
-	store, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: o.cf.keyspace, Ring: ring, WindowMinutes: o.ring.windowMinutes, Clock: clock})
-	if err != nil {
-		return err
-	}
-	exec, err := executor.NewHTTP(executor.HTTPConfig{URL: o.executorURL, Policies: policies})
-	if err != nil {
-		return err
-	}
-
 	guard := lease.NewGuard(clock, leaseclient.DefaultGuardMargin)
 
-	var scanner *worker.Scanner // built after the client config, whose hooks call it
+	// Alive at once, ready once it can work: /healthz answers before Cassandra does, and /readyz
+	// says what the worker waits for.
+	ready := &readiness{}
+	var scanner *worker.Scanner // built once Cassandra is up; the client's hooks run only after
 	clientConfig := func(incarnation string) leaseclient.Config {
 		return leaseclient.Config{
 			WorkerID: o.workerID, Ring: ring, Coordinators: splitList(o.coordinators), Incarnation: incarnation,
@@ -166,9 +175,55 @@ func runWorker(ctx context.Context, o workerOptions) error {
 				return scanner.Drain(ctx, old, next)
 			},
 			Report: func() lease.Report { return scanner.Report() },
+			// A lease proves the coordinators admit the worker: a refusal the credentials
+			// check saw before is stale (the operator fixed the token file, say).
+			OnLease: func(lease.Lease) { ready.setCoordinator("") },
 		}
 	}
 	first, err := leaseclient.New(clientConfig(""))
+	if err != nil {
+		return err
+	}
+
+	deps := &dependencyStats{}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newDependencyMetrics(deps), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	stopHTTP, err := serveWorkerHTTP(o.httpAddr, workerIdentity{o.workerID, first.Incarnation(), guard, ready}, reg, log)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+
+	// While Cassandra is awaited, the coordinators are asked whether they admit this worker, so
+	// that a refused token or certificate shows now; the check stops before the worker joins.
+	checkCtx, stopCheck := context.WithCancel(ctx)
+	checkDone := make(chan struct{})
+	go func() {
+		defer close(checkDone)
+		checkCredentials(checkCtx, first.CheckCredentials, ready, log, time.Now, sleepCtx, jitter)
+	}()
+	gate := &cassandraGate{
+		connect: func(ctx context.Context) (*gocql.Session, error) { return cassandra.Connect(ctx, cassandraConfig) },
+		check:   func(ctx context.Context, s *gocql.Session) error { return cassandra.CheckSchema(ctx, s, o.cf.keyspace) },
+		ready:   ready, stats: deps, log: log, now: time.Now, sleep: sleepCtx, draw: jitter,
+	}
+	session, err := gate.open(ctx) // fails only when ctx ends: a signal before Cassandra was ready
+	stopCheck()
+	<-checkDone
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		log.Info().Msg("stopped before Cassandra was ready")
+		return nil // nothing was started that needs stopping
+	}
+	if err != nil {
+		return err
+	}
+	defer session.Close()
+
+	store, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: o.cf.keyspace, Ring: ring, WindowMinutes: o.ring.windowMinutes, Clock: clock})
+	if err != nil {
+		return err
+	}
+	exec, err := executor.NewHTTP(executor.HTTPConfig{URL: o.executorURL, Policies: policies})
 	if err != nil {
 		return err
 	}
@@ -185,18 +240,11 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if scanner, err = worker.New(cfg, store, guard, exec); err != nil {
 		return err
 	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(worker.NewMetrics(scanner), clockcheck.NewMetrics(monitor, "worker"),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	stopHTTP, err := serveWorkerHTTP(o.httpAddr, workerIdentity{o.workerID, first.Incarnation(), guard, scanner.LeaseFit, monitor.Status}, reg, log)
-	if err != nil {
-		return err
-	}
-	defer stopHTTP()
+	reg.MustRegister(worker.NewMetrics(scanner), clockcheck.NewMetrics(monitor, "worker"))
+	ready.running(scanner.LeaseFit, monitor.Status)
 
 	// Measure first: the worker joins its ring only once its clock is trusted (the monitor's
-	// verdict reaches members), and leaves it while it is not.
+	// verdict reaches members), and leaves it while it is not, or while Cassandra is lost.
 	monitorCtx, stopMonitor := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMonitor()
 	membersDone := make(chan struct{})
@@ -210,6 +258,16 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		defer close(monitorDone)
 		_ = monitor.Run(monitorCtx)
 	}()
+	watcher := &cassandraWatcher{
+		watch: cassandraWatch{lostAfter: o.cassandraLostAfter}, ping: pingSession(session), ready: ready, stats: deps,
+		log: log, members: members, now: time.Now,
+		back: func(ctx context.Context) { _ = monitor.Measure(ctx) }, // its estimate may have gone stale meanwhile
+	}
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		watcher.run(monitorCtx)
+	}()
 	log.Info().Str("incarnation", first.Incarnation()).Str("ring", ring.String()).Msg("worker started")
 
 	runErr := scanner.Run(ctx) // returns when ctx ends (signal), after in-flight work settled
@@ -217,6 +275,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	stopMonitor()
 	<-membersDone
 	<-monitorDone // before the session closes under a measurement
+	<-watchDone
 	members.stop()
 	s := scanner.Stats()
 	log.Info().Interface("stats", s).Msg("worker stopped")
@@ -240,16 +299,15 @@ func (o workerOptions) policies() (retrypolicy.Set, error) {
 
 // workerIdentity is what the worker's HTTP endpoints report: who it is (the incarnation tells one
 // launch from the next under the same id), the guard that says whether it holds a usable lease,
-// and whether its timeouts fit that lease ("" when they do).
+// and what else it waits for or lacks (readiness).
 type workerIdentity struct {
 	workerID, incarnation string
 	guard                 *lease.Guard
-	leaseFit              func() string
-	clock                 func() clockcheck.Status
+	ready                 *readiness
 }
 
-// serveWorkerHTTP serves /healthz (alive), /readyz (a usable lease that its timeouts fit is held)
-// and /metrics.
+// serveWorkerHTTP serves /healthz (alive), /readyz (Cassandra usable, a trusted clock, a usable
+// lease that its timeouts fit) and /metrics, from the worker's start on.
 func serveWorkerHTTP(addr string, id workerIdentity, reg *prometheus.Registry, log zerolog.Logger) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
@@ -278,30 +336,51 @@ func workerMux(id workerIdentity, reg *prometheus.Registry) *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "worker_id": id.workerID, "incarnation": id.incarnation})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if st := id.clock(); !st.Trusted {
-			// Out of the ring on purpose: the reason names the measured offset and the bound.
-			body := map[string]any{
-				"ready": false, "reason": st.Reason, "worker_id": id.workerID, "incarnation": id.incarnation,
-				"clock_limit_ms": st.Limit.Milliseconds(),
-			}
-			if st.Measured {
-				body["clock_offset_ms"] = float64(st.Estimate.Offset.Microseconds()) / 1000
-				body["clock_uncertainty_ms"] = float64(st.Estimate.Uncertainty.Microseconds()) / 1000
+		notReady := func(reason string, extra map[string]any) {
+			body := map[string]any{"ready": false, "reason": reason, "worker_id": id.workerID, "incarnation": id.incarnation}
+			for k, v := range extra {
+				body[k] = v
 			}
 			writeJSON(w, http.StatusServiceUnavailable, body)
+		}
+		cass, coord, leaseFit, clock := id.ready.snapshot()
+		l, leaseErr := id.guard.Check(0)
+		// A refusal is not shown beside a usable lease: the coordinators admitted the worker after
+		// all (the lease client clears it with its first lease).
+		if cass != "" || (leaseErr != nil && coord != "") {
+			var reasons []string
+			extra := map[string]any{}
+			if cass != "" {
+				reasons, extra["cassandra"] = append(reasons, cass), cass
+			}
+			if leaseErr != nil && coord != "" {
+				reasons, extra["coordinator"] = append(reasons, coord), coord
+			}
+			notReady(strings.Join(reasons, "; "), extra)
 			return
 		}
-		l, err := id.guard.Check(0)
+		if clock == nil || leaseFit == nil {
+			notReady("starting", nil)
+			return
+		}
+		if st := clock(); !st.Trusted {
+			// Out of the ring on purpose: the reason names the measured offset and the bound.
+			extra := map[string]any{"clock_limit_ms": st.Limit.Milliseconds()}
+			if st.Measured {
+				extra["clock_offset_ms"] = float64(st.Estimate.Offset.Microseconds()) / 1000
+				extra["clock_uncertainty_ms"] = float64(st.Estimate.Uncertainty.Microseconds()) / 1000
+			}
+			notReady(st.Reason, extra)
+			return
+		}
 		// A lease its timeouts do not fit is no readiness either: the guard refuses them for
 		// part of every renewal period.
-		reason := id.leaseFit()
-		if err != nil {
-			reason = err.Error()
+		reason := leaseFit()
+		if leaseErr != nil {
+			reason = leaseErr.Error()
 		}
 		if reason != "" {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{
-				"ready": false, "reason": reason, "worker_id": id.workerID, "incarnation": id.incarnation,
-			})
+			notReady(reason, nil)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{

@@ -29,7 +29,8 @@ func TestWorkerEndpoints(t *testing.T) {
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "retryring_probe_total", Help: "probe"}))
 	misfit := "--exec-timeout 5s + 100ms margin does not fit in the 1s a lease holds at least"
 	fit := misfit
-	srv := httptest.NewServer(workerMux(workerIdentity{"w7", "inc-42", g, func() string { return fit }, trustedClock}, reg))
+	ready := &readiness{}
+	srv := httptest.NewServer(workerMux(workerIdentity{"w7", "inc-42", g, ready}, reg))
 	defer srv.Close()
 
 	get := func(path string) (int, map[string]any) {
@@ -51,6 +52,23 @@ func TestWorkerEndpoints(t *testing.T) {
 	if code, b := get("/healthz"); code != 200 || b["ok"] != true || b["worker_id"] != "w7" || b["incarnation"] != "inc-42" {
 		t.Errorf("healthz: %d %v", code, b)
 	}
+	if code, b := get("/readyz"); code != 503 || b["ready"] != false || b["reason"] != "starting" || b["incarnation"] != "inc-42" {
+		t.Errorf("readyz before the worker runs: %d %v", code, b)
+	}
+	// Waiting for Cassandra, refused by the coordinators: both reasons, each in its own field too.
+	unreachable := "cassandra unreachable: connect to 127.0.0.1:1: dial tcp 127.0.0.1:1: connect: connection refused"
+	refused := "the coordinator at 127.0.0.1:2 refused this worker's credentials: rsocket REJECTED_SETUP: unauthorized"
+	ready.setCassandra(unreachable)
+	ready.setCoordinator(refused)
+	if code, b := get("/readyz"); code != 503 || b["reason"] != unreachable+"; "+refused || b["cassandra"] != unreachable || b["coordinator"] != refused {
+		t.Errorf("readyz waiting for Cassandra, refused: %d %v", code, b)
+	}
+	ready.setCassandra("")
+	ready.running(func() string { return fit }, trustedClock)
+	if code, b := get("/readyz"); code != 503 || b["reason"] != refused {
+		t.Errorf("readyz refused by the coordinators: %d %v", code, b)
+	}
+	ready.setCoordinator("")
 	if code, b := get("/readyz"); code != 503 || b["ready"] != false || b["reason"] == "" || b["incarnation"] != "inc-42" {
 		t.Errorf("readyz without a lease: %d %v", code, b)
 	}
@@ -62,6 +80,16 @@ func TestWorkerEndpoints(t *testing.T) {
 	if code, b := get("/readyz"); code != 503 || b["ready"] != false || b["reason"] != misfit {
 		t.Errorf("readyz with a lease its timeouts do not fit: %d %v", code, b)
 	}
+	// A refusal from before the worker ran is stale once a lease arrived; Cassandra lost is not.
+	ready.setCoordinator(refused)
+	if code, b := get("/readyz"); code != 503 || b["reason"] != misfit {
+		t.Errorf("readyz with a lease and a stale refusal: %d %v", code, b)
+	}
+	ready.setCassandra(unreachable)
+	if code, b := get("/readyz"); code != 503 || b["reason"] != unreachable {
+		t.Errorf("readyz with a lease and Cassandra lost: %d %v", code, b)
+	}
+	ready.setCassandra("")
 	fit = ""
 	code, b := get("/readyz")
 	if code != 200 || b["ready"] != true || b["epoch"] != float64(9) || b["node_index"] != float64(1) || b["worker_id"] != "w7" {
@@ -130,20 +158,24 @@ func TestWorkerRetryPolicyFlags(t *testing.T) {
 	}
 }
 
-// TestWorkerRefusesAKeyspaceWithoutThePerStateMarkerCells: on a keyspace the release before the
-// per-state marker cells made, a worker would write IN_PROGRESS and COMMITTED into cells that are
-// not there; it refuses to start, in one line that names what is missing and the command to run.
-func TestWorkerRefusesAKeyspaceWithoutThePerStateMarkerCells(t *testing.T) {
+// TestWorkerWaitsForTheSchemaOnAKeyspaceWithoutThePerStateMarkerCells: on a keyspace the release
+// before the per-state marker cells made, a worker would write IN_PROGRESS and COMMITTED into
+// cells that are not there; it does not work there. It stays up, not ready, and /readyz says in
+// one line what is missing and the command to run.
+func TestWorkerWaitsForTheSchemaOnAKeyspaceWithoutThePerStateMarkerCells(t *testing.T) {
 	ks := cassandratest.KeyspaceFromFixture(t, filepath.Join("..", "..", "cassandra", "testdata", "schema-70c1d4d.cql"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := newRootCommand()
-	cmd.SetArgs([]string{"worker", "--http-addr", "", "--cassandra", cassandratest.Addr(), "--keyspace", ks,
-		"--coordinators", "127.0.0.1:1", "--worker-id", "w-upgrade"})
-	err := cmd.ExecuteContext(ctx)
-	if err == nil || !strings.Contains(err.Error(), "retryring schema apply") ||
-		!strings.Contains(err.Error(), "es_execution_markers.committed_by") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("worker on the keyspace before the upgrade: %v; want one line naming the missing columns and `retryring schema apply`", err)
+	w := startWorker(t, "w-upgrade", "--cassandra", cassandratest.Addr(), "--keyspace", ks, "--coordinators", "127.0.0.1:1")
+	b := w.readyz(ctx, "503 naming the schema", func(code int, reason string) bool {
+		return code == http.StatusServiceUnavailable && strings.Contains(reason, "schema")
+	})
+	reason := b["reason"].(string)
+	if !strings.Contains(reason, "retryring schema apply") || !strings.Contains(reason, "es_execution_markers.committed_by") || strings.Contains(reason, "\n") {
+		t.Fatalf("/readyz on the keyspace before the upgrade: %q; want one line naming the missing columns and `retryring schema apply`", reason)
+	}
+	if code, _ := w.get("/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz %d, want 200: the worker stays up", code)
 	}
 }
 

@@ -18,6 +18,10 @@
 // dialled; a refused handshake or certificate is reported with its cause (the TLS alert the
 // coordinator sent, or a hint when the coordinator has TLS off) in the error that ends the session.
 //
+// CheckCredentials asks whether the coordinators admit the client's SETUP and TLS without joining
+// the ring (no lease stream, no demand): a worker runs it while it waits for Cassandra, so that a
+// refused token or certificate shows before it could work (ErrRefused).
+//
 // What it owns: the connection, the demand accounting of the ring.leases stream (exactly one element
 // of demand outstanding, the worker's monotonic send time of each demand), the Guard's contents, and
 // the order "stop using dropped tokens, drain, then ring.release".

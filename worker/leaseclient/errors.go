@@ -18,4 +18,9 @@ var (
 	ErrAlreadyRunning = errors.New("leaseclient: Run already called")
 	// ErrClosed means the client has left its ring; it cannot be used again.
 	ErrClosed = errors.New("leaseclient: client has left")
+	// ErrRefused means CheckCredentials got a definite no: a coordinator refused the SETUP (its
+	// token, worker id or ring) or the client certificate, the worker did not trust the
+	// coordinator's certificate, or the TLS handshake failed otherwise. Retrying with the same
+	// configuration gets the same answer.
+	ErrRefused = errors.New("leaseclient: credentials refused")
 )

@@ -190,6 +190,11 @@ func subscribe(ctx context.Context, sess *session, req payload.Payload, st *leas
 // dial opens a connection and sends SETUP. rsocket-go does not wait for an answer: a REJECTED_SETUP
 // arrives later through the session's close callback.
 func (c *Client) dial(ctx context.Context, addr string) (*session, error) {
+	return c.dialKeepalive(ctx, addr, c.cfg.Keepalive)
+}
+
+// dialKeepalive is dial with the KEEPALIVE period keepalive.
+func (c *Client) dialKeepalive(ctx context.Context, addr string, keepalive time.Duration) (*session, error) {
 	setup, err := json.Marshal(lease.Setup{
 		WorkerID: c.cfg.WorkerID, Incarnation: c.cfg.Incarnation,
 		Region: c.cfg.Ring.Region, Cluster: c.cfg.Ring.Cluster, Service: c.cfg.Ring.Service,
@@ -209,7 +214,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*session, error) {
 		MetadataMimeType(lease.MetadataMIME).
 		SetupPayload(payload.New(setup, nil)).
 		// KeepAlive sets lifetime = ackTimeout × missedAcks; pass the lifetime whole.
-		KeepAlive(c.cfg.Keepalive, c.cfg.KeepaliveLifetime, 1).
+		KeepAlive(keepalive, c.cfg.KeepaliveLifetime, 1).
 		ConnectTimeout(c.cfg.DialTimeout).
 		OnClose(sess.onClose).
 		Transport(tcpTransport(addr, c.cfg.KeepaliveLifetime, c.cfg.TLS, func(sc *silenceConn) {
@@ -226,7 +231,9 @@ func (c *Client) dial(ctx context.Context, addr string) (*session, error) {
 	}
 	if err != nil {
 		rscancel()
-		return nil, fmt.Errorf("%w: connecting to %s: %w", ErrDisconnected, addr, readable{err})
+		// Under TLS 1.3 a refused client certificate arrives as an alert on the first read, which
+		// can close the connection while Start still writes SETUP: the alert says why.
+		return nil, sess.withTLSAlert(fmt.Errorf("%w: connecting to %s: %w", ErrDisconnected, addr, readable{err}))
 	}
 	sess.sock, sess.cancel = sock, rscancel
 	return sess, nil
