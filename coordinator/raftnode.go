@@ -45,6 +45,7 @@ type raftParts struct {
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
 	store     *raftboltdb.BoltStore
+	unlock    func() error // the data directory's lock (datadirlock.go), released last
 }
 
 func (p *raftParts) close() error {
@@ -57,6 +58,10 @@ func (p *raftParts) close() error {
 	}
 	if p.store != nil {
 		errs = append(errs, p.store.Close())
+	}
+	if p.unlock != nil {
+		errs = append(errs, p.unlock())
+		p.unlock = nil
 	}
 	return errors.Join(errs...)
 }
@@ -76,6 +81,11 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fail(fmt.Errorf("coordinator: data dir: %w", err))
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return fail(err)
+	}
+	parts.unlock = unlock
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(cfg.DataDir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
@@ -147,6 +157,11 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 		return fail(fmt.Errorf("coordinator: start raft: %w", err))
 	}
 	parts.raft = r
+	if hasState && !cfg.Recover {
+		if f := r.GetConfiguration(); f.Error() == nil {
+			n.warnPeersChanged(f.Configuration())
+		}
+	}
 	// A node told to join a running cluster never bootstraps one of its own, not even with an
 	// empty data directory: it would elect itself and serve leases beside the real cluster.
 	if !hasState && len(cfg.Join) == 0 {
