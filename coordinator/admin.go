@@ -36,6 +36,9 @@ const (
 // CodeUpgradeIncomplete is the admin API's error code for ErrUpgradeIncomplete (HTTP 409).
 const CodeUpgradeIncomplete = "upgrade_incomplete"
 
+// CodePeerConflict is the admin API's error code for ErrPeerConflict (HTTP 409).
+const CodePeerConflict = "peer_conflict"
+
 // HeaderForwardedBy marks an admin call a follower forwarded to the leader, with the follower's
 // node id: a node that gets one and does not lead answers no_leader instead of forwarding it again
 // (two nodes with stale views of the leader must not pass a call back and forth).
@@ -311,6 +314,8 @@ func writeAdminError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrUpgradeIncomplete):
 		status, code = http.StatusConflict, CodeUpgradeIncomplete
+	case errors.Is(err, ErrPeerConflict):
+		status, code = http.StatusConflict, CodePeerConflict
 	case errors.Is(err, lease.ErrBadRequest):
 		status = http.StatusBadRequest
 	case errors.Is(err, lease.ErrUnknownWorker):

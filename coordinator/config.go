@@ -71,6 +71,11 @@ type Config struct {
 	// (membership.go) and never bootstraps one of its own, even with an empty data directory.
 	// Excludes Peers.
 	Join []string
+	// Replace (--replace), with Join: this node takes the place of the voter of its node id, at
+	// whatever address it is, and even when this node starts from an empty data directory. The
+	// leader refuses such a join otherwise (ErrPeerConflict): only the operator knows that the
+	// old node is gone for good.
+	Replace bool
 	// Recover rewrites the stored Raft configuration before starting, after a lost quorum: to
 	// PeersFile in DataDir if present, else Peers, else this node alone (recover.go).
 	Recover bool
@@ -232,6 +237,8 @@ func (c Config) Validate() error {
 	switch {
 	case len(c.Join) > 0 && len(c.Peers) > 0:
 		return fmt.Errorf("%w: give --join (to join a running cluster) or --peers (to bootstrap one), not both", ErrBadConfig)
+	case c.Replace && len(c.Join) == 0:
+		return fmt.Errorf("%w: --replace goes with --join (it replaces the voter of this node's id as this node joins)", ErrBadConfig)
 	case len(c.Join) > 0 && c.Recover:
 		return fmt.Errorf("%w: --recover rebuilds a cluster from this node's state; it cannot also --join one", ErrBadConfig)
 	}

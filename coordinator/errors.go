@@ -43,6 +43,12 @@ func (e dataDirInUse) Is(target error) bool { return target == ErrDataDirInUse }
 // applying the log at it. The admin API answers it with 409 upgrade_incomplete.
 var ErrUpgradeIncomplete = errors.New("upgrade_incomplete")
 
+// ErrPeerConflict: the leader refused to add a voter because a voter of that node id is in the
+// configuration already, at another address or with a log the joining node no longer has
+// (membership.go); the operator removes it first, or says replace. The admin API answers it with
+// 409 peer_conflict.
+var ErrPeerConflict = errors.New("peer_conflict")
+
 // commitErr maps the error of a Raft Apply (future error or FSM response) to the lease package's
 // wire catalog (lease.ErrNotLeader, lease.ErrUnavailable, ...), the only errors sent to workers,
 // keeping the original in the chain (errors.Is still finds fsm.ErrUnsafeAssignment). wireFailure
