@@ -50,7 +50,14 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 			}
 			log.Info().Str("node_id", cfg.NodeID).Str("rsocket_addr", node.RSocketAddr()).
 				Str("http_addr", node.HTTPAddr()).Str("raft_addr", node.RaftAddr()).Msg("coordinator started")
-			<-cmd.Context().Done()
+			select {
+			case <-cmd.Context().Done():
+			case err := <-node.Failed():
+				// Refused by the cluster (a join whose id is a voter already): an operator has
+				// to decide, so exit with the reason rather than retry.
+				_ = node.Close()
+				return err
+			}
 			log.Info().Msg("stopping: handing over leadership if leader")
 			return node.Close()
 		},
@@ -63,6 +70,7 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "Raft log and snapshots (default data/<node-id>)")
 	fs.StringVar(&peers, "peers", "", "every voter as id=host:port,... (commas; the same on every node; this node's entry is its --raft-advertise, else its --raft-addr); empty: a single-node cluster")
 	fs.StringVar(&join, "join", "", "admin HTTP addresses of running coordinators (host:port,...): join their cluster as a voter; never bootstraps one (instead of --peers)")
+	fs.BoolVar(&cfg.Replace, "replace", false, "with --join: take the place of the voter of this --node-id, at whatever address, even from an empty data dir (the old node must be gone for good; without it such a join is refused)")
 	fs.BoolVar(&cfg.Recover, "recover", false, "after a lost quorum: rewrite the stored Raft configuration to DATA_DIR/peers.json, else --peers, else this node alone, then start (docs/operations.md)")
 	fs.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "Raft address the other coordinators dial (default: this node's entry in --peers, else the bound address): a node started with --join on a --raft-addr of every interface (:7400) needs it")
 	fs.StringVar(&cfg.RSocketAdvertise, "rsocket-advertise", "", "RSocket address workers are redirected to (default: the bound address)")
