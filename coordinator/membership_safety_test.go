@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/retryring/retryring/fsm"
 )
 
 // joinerConfig is the config of a node that joins through join on fresh listeners (raftLn when
@@ -309,4 +311,45 @@ func TestDataDirInUse(t *testing.T) {
 	}
 	holder.Kill()
 	startNode(t, cfg())
+}
+
+// A voter that never registers (here added at an address nobody listens on, as a mistyped
+// --peers does) holds up a command of a newer FSM version: the refusal names the likelier cause,
+// and the peers list shows it "unregistered", in one word, with the reason apart.
+func TestUnregisteredVoterIsNamedAsTheLikelyCause(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	nobody := listenLoopback(t)
+	addr := nobody.Addr().String()
+	_ = nobody.Close()
+	if status, body := post(t, leader.HTTPAddr(), PathAddPeer, `{"id":"c4","raft_addr":"`+addr+`"}`, nil); status != http.StatusOK {
+		t.Fatalf("add-peer c4: %d %s", status, body)
+	}
+	err := leader.apply(&fsm.Pause{Ring: testRing, Reason: "deploy"})
+	want := "c4 has not registered its version (it never reached the leader: is it running, and listening at " + addr +
+		", its address in the raft configuration? a mistyped --peers gives a voter an address nobody listens on"
+	if !errors.Is(err, ErrUpgradeIncomplete) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("pause with c4 unregistered: %v, want ErrUpgradeIncomplete saying %q", err, want)
+	}
+	var peers PeersAnswer
+	getJSON(t, leader.HTTPAddr(), PathPeers, &peers)
+	for _, p := range peers.Peers {
+		if p.ID == "c4" && (p.Problem != PeerUnregistered || !strings.HasPrefix(p.Error, "has not registered its admin address")) {
+			t.Fatalf("c4 in the peers list: %+v", p)
+		}
+	}
+}
+
+// A coordinator that has not applied its log since it started knows no peer's admin address yet:
+// it says that of itself rather than that every peer has not registered.
+func TestPeersNotKnownYetAfterStart(t *testing.T) {
+	dead := listenLoopback(t)
+	addr := dead.Addr().String()
+	_ = dead.Close()
+	n := startNode(t, joinerConfig(t, "c9", "", nil, addr))
+	problem, reason := n.unregisteredPeer("c1")
+	want := "not known yet: c9 (asked) has not applied its log since it started (no contact with a leader yet), so it does not know c1's admin address yet; ask again in a moment"
+	if problem != PeerUnknown || reason != want {
+		t.Fatalf("unregisteredPeer: %q %q, want %q %q", problem, reason, PeerUnknown, want)
+	}
 }
