@@ -51,7 +51,7 @@ func TestCoordinatorRefusesPeersTypos(t *testing.T) {
 			`--peers entry "x1=127.0.0.1:1" is not this node's raft address: it listens on ` + free + ` (--raft-addr)`},
 		"own entry differs from --raft-advertise": {[]string{"--raft-advertise", "x1.svc:7400", "--peers", "x1=x1.other:7400"},
 			`--peers entry "x1=x1.other:7400" is not this node's raft address: it advertises x1.svc:7400 (--raft-advertise)`},
-		"duplicate id": {[]string{"--peers", "x1=127.0.0.1:1,x1=127.0.0.1:2"}, `node id "x1" listed twice`},
+		"duplicate id":         {[]string{"--peers", "x1=127.0.0.1:1,x1=127.0.0.1:2"}, `node id "x1" listed twice`},
 		"replace without join": {[]string{"--replace"}, "--replace goes with --join"},
 	} {
 		err := runCoordinator(t, append(coordinatorArgs("x1", t.TempDir()), tc.args...)...)
