@@ -162,6 +162,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.raftAddr = n.cfg.raftAdvertise(raftLn.Addr().String())
+	if n.cfg.TLS.Raft.Enabled() {
+		if err := checkRaftCertificate(n.cfg.TLS.Raft, n.raftAddr, n.tlsNow()); err != nil {
+			return err
+		}
+	}
 	n.rsocketAddr = orDefault(n.cfg.RSocketAdvertise, rsLn.Addr().String())
 	n.httpAddr = orDefault(n.cfg.HTTPAdvertise, httpLn.Addr().String())
 	n.rsListener = newSilenceListener(n.limits.listener(rsLn), n.cfg.SilenceTimeout, n.cfg.WriteTimeout)
@@ -216,6 +221,14 @@ func (n *Node) fail(err error) {
 	case n.failed <- err:
 	default:
 	}
+}
+
+// tlsNow is the time the certificates are checked at (TLS.Now, else the system's).
+func (n *Node) tlsNow() time.Time {
+	if n.cfg.TLS.Now != nil {
+		return n.cfg.TLS.Now()
+	}
+	return time.Now()
 }
 
 func orDefault(s, def string) string {

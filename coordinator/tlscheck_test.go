@@ -1,0 +1,48 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryring/retryring/internal/tlsfiles"
+	"github.com/retryring/retryring/internal/tlstest"
+)
+
+// A Raft certificate that the other coordinators would refuse stops this node at start, saying
+// in words what is wrong with it.
+func TestRaftCertificateCheckedAtStart(t *testing.T) {
+	p := newPKI(t)
+	past := time.Now().Add(-48 * time.Hour)
+	for name, tc := range map[string]struct {
+		leaf *tlstest.Leaf
+		want func(cert string) string
+	}{
+		"another CA": {p.other.Issue(tlstest.Options{CommonName: "c1"}), func(cert string) string {
+			return "Raft TLS: --raft-tls-cert " + cert + " is not signed by --raft-tls-ca " + p.raftCAFile +
+				` (its issuer is "CN=other-ca"): the other coordinators would refuse it`
+		}},
+		"without the SAN": {p.raftCA.Issue(tlstest.Options{CommonName: "c1", DNS: []string{"c1.retryring.svc"}}), func(cert string) string {
+			return "Raft TLS: --raft-tls-cert " + cert + " does not name 127.0.0.1, the host of this node's raft address 127.0.0.1:"
+		}},
+		// Refused as the files are loaded (New), in words as well.
+		"expired": {p.raftCA.Issue(tlstest.Options{NotBefore: past, NotAfter: past.Add(24 * time.Hour)}), func(cert string) string {
+			return "Raft TLS: tls: certificate " + cert + " expired at " + past.Add(24*time.Hour).UTC().Format(time.RFC3339)
+		}},
+	} {
+		cert, key := tc.leaf.Write(p.dir, strings.ReplaceAll(name, " ", "-"))
+		n, err := New(Config{NodeID: "c1", DataDir: t.TempDir(), NoSync: true, Logger: testLogger(t), Timing: testTiming,
+			TLS:          TLS{Raft: tlsfiles.Files{Cert: cert, Key: key, CA: p.raftCAFile}},
+			RaftListener: listenLoopback(t), RSocketListener: listenLoopback(t), HTTPListener: listenLoopback(t)})
+		if err == nil {
+			if err = n.Start(context.Background()); err == nil {
+				n.Kill()
+			}
+		}
+		if want := tc.want(cert); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line saying %q", name, err, want)
+		}
+	}
+}
