@@ -449,8 +449,31 @@ func (n *Node) raftTLS(ln net.Listener, dial func(ctx context.Context, addr stri
 			n.tlsLog.raft.log(n.log, "Raft TLS: dial failed", err)
 			return nil, err
 		}
-		return tc, nil
+		return &refusalConn{Conn: tc, refused: func(reason string, err error) {
+			n.tlsLog.raftRefused.log(n.log.With().Str("peer_raft_addr", addr).Str("reason", reason).Str("raft_tls_cert", n.cfg.TLS.Raft.Cert).Logger(),
+				"Raft TLS: a coordinator refused this node's certificate (the others must trust the CA that signed it, in their --raft-tls-ca)", err)
+		}}, nil
 	}
+}
+
+// refusalConn is a dialled Raft connection that says in words when the other side refused this
+// node's certificate. Under TLS 1.3 that refusal arrives as an alert on the first read after the
+// handshake, which Raft reports only as "msgpack decode error [pos 0]: remote error: tls: unknown
+// certificate authority".
+type refusalConn struct {
+	*tls.Conn
+	refused func(reason string, err error)
+	once    sync.Once
+}
+
+func (c *refusalConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		if reason, _, ok := tlsfiles.CertificateRefusal(err); ok {
+			c.once.Do(func() { c.refused(reason, err) })
+		}
+	}
+	return n, err
 }
 
 // clientHandshake runs a client TLS handshake on raw under the host name of addr.
@@ -538,6 +561,9 @@ func (n *Node) explainPeerHTTP(addr string, resp *http.Response, err error) erro
 // tlsLogs are the rate-limited logs of TLS failures, one per place.
 type tlsLogs struct {
 	rsocket, raft, peer limitedLog
+	// raftRefused is apart from raft: this node's own certificate refused by a peer must not be
+	// hidden behind the lines about the peers' connections it refuses itself.
+	raftRefused limitedLog
 }
 
 // rsocketHandshakeFailed logs why a worker connection's handshake failed: a worker with a

@@ -3,9 +3,14 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/internal/tlstest"
@@ -43,6 +48,43 @@ func TestRaftCertificateCheckedAtStart(t *testing.T) {
 		}
 		if want := tc.want(cert); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: %v, want one line saying %q", name, err, want)
+		}
+	}
+}
+
+// A node whose certificate the others do not trust (its CA bundle trusts theirs, so its own check
+// passes) hears their refusal as a TLS alert inside Raft's RPC: it says so in words, naming the
+// peer and the reason, instead of Raft's "msgpack decode error".
+func TestRaftCertificateRefusalIsLoggedInWords(t *testing.T) {
+	p := newPKI(t)
+	bundle := filepath.Join(p.dir, "raft-and-other-ca.crt")
+	if err := os.WriteFile(bundle, append(append([]byte{}, p.raftCA.PEM...), p.other.PEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	c := newTLSCluster(t, 3, p, func(i int, c *Config) {
+		if i == 2 {
+			c.TLS.Raft = p.coordinatorTLS(c.NodeID, p.other).Raft
+			c.TLS.Raft.CA = bundle
+			c.Logger = zerolog.New(logs).Level(zerolog.WarnLevel)
+		}
+	})
+	const msg = "Raft TLS: a coordinator refused this node's certificate (the others must trust the CA that signed it, in their --raft-tls-ca)"
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the stranger's log:\n%s", logs.String())
+		}
+	})
+	eventually(t, 20*time.Second, "the stranger's line", func() bool { return slices.Contains(logs.messages(), msg) })
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, msg) {
+			for _, want := range []string{`"reason":"it does not trust the CA that signed the certificate"`, `"peer_raft_addr":"127.0.0.1:`,
+				`"raft_tls_cert":"` + c.nodes[2].cfg.TLS.Raft.Cert + `"`} {
+				if !strings.Contains(l, want) {
+					t.Errorf("line %s does not say %s", l, want)
+				}
+			}
+			return
 		}
 	}
 }
