@@ -64,7 +64,7 @@ func TestCoordinatorRefusesPeersTypos(t *testing.T) {
 // A second c3 started with --join exits with the cluster's refusal, not a retry loop.
 func TestCoordinatorExitsWhenItsJoinIsRefused(t *testing.T) {
 	nodes := startCluster(t)
-	err := runCoordinator(t, coordinatorArgs("c3", t.TempDir(), "--join", nodes[0].HTTPAddr())...)
+	err := runCoordinator(t, coordinatorArgs("c3", t.TempDir(), "--join", nodes[0].HTTPAddr(), "--log-level", "fatal")...)
 	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "coordinator: join refused by "+nodes[0].HTTPAddr()+": node id c3 is a voter already, at "+nodes[2].RaftAddr()) ||
 		!strings.Contains(err.Error(), "ctl remove-peer c3") {
 		t.Fatalf("a second c3 joining: %v, want one line of the refusal", err)
