@@ -31,6 +31,10 @@ const (
 	PathRemovePeer = "/v1/peers/remove"
 )
 
+// errJoinUnchecked: the leader refused the fields by which a join is checked (dry_run,
+// empty_log, replace) as unknown: it runs an older release.
+var errJoinUnchecked = errors.New("the leader does not know the join's checks")
+
 // Join timing: a joining node asks every joinRetry until it is in the configuration; a change
 // of the configuration may take up to peerChangeTimeout (the leader replicates it to a quorum).
 const (
@@ -289,6 +293,15 @@ func (n *Node) joinLoop() {
 			}
 			continue // check the configuration at once: the leader replicates it to this node
 		}
+		if errors.Is(err, errJoinUnchecked) && req != (PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr}) {
+			// A leader of an older release knows none of the new fields: join as that release
+			// does, unchecked, rather than not at all during a rolling upgrade.
+			n.log.Warn().Err(err).Str("join_addr", addr).Msg("the leader cannot check this join (an older release): joining unchecked")
+			req = PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr}
+			n.openRaftGate()
+			gateOpen = true
+			continue
+		}
 		if errors.Is(err, ErrJoinRefused) {
 			n.log.Error().Err(err).Str("join_addr", addr).Msg("join refused; stopping")
 			n.fail(err)
@@ -327,8 +340,12 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte, dryRun b
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	if resp.StatusCode != http.StatusOK {
 		var we lease.WireError
-		if resp.StatusCode == http.StatusConflict && json.Unmarshal(answer, &we) == nil && we.Code == CodePeerConflict {
+		_ = json.Unmarshal(answer, &we)
+		if resp.StatusCode == http.StatusConflict && we.Code == CodePeerConflict {
 			return fmt.Errorf("%w by %s: %s", ErrJoinRefused, addr, we.Message)
+		}
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(we.Message, "unknown field") {
+			return fmt.Errorf("%w: %s answered %s: %s", errJoinUnchecked, addr, resp.Status, we.Message)
 		}
 		return fmt.Errorf("%s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(answer)))
 	}

@@ -2,20 +2,25 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
 )
 
 // joinerConfig is the config of a node that joins through join on fresh listeners (raftLn when
@@ -351,5 +356,47 @@ func TestPeersNotKnownYetAfterStart(t *testing.T) {
 	want := "not known yet: c9 (asked) has not applied its log since it started (no contact with a leader yet), so it does not know c1's admin address yet; ask again in a moment"
 	if problem != PeerUnknown || reason != want {
 		t.Fatalf("unregisteredPeer: %q %q, want %q %q", problem, reason, PeerUnknown, want)
+	}
+}
+
+// A leader of an older release refuses the join's new fields as unknown (its strict decoding):
+// the joining node then joins as that release did, unchecked, rather than not at all during a
+// rolling upgrade.
+func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
+	var mu sync.Mutex
+	var plain []PeerRequest
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID       string `json:"id"`
+			RaftAddr string `json:"raft_addr"`
+		}
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeAdminError(w, fmt.Errorf("%w: body: %w", lease.ErrBadRequest, err))
+			return
+		}
+		mu.Lock()
+		plain = append(plain, PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr})
+		mu.Unlock()
+		writeJSON(w, http.StatusOK, PeerChangeAnswer{LeaderID: "c1"})
+	}))
+	t.Cleanup(old.Close)
+	n := startNode(t, joinerConfig(t, "c9", "", nil, strings.TrimPrefix(old.URL, "http://")))
+	eventually(t, 10*time.Second, "a plain join request", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(plain) > 0
+	})
+	mu.Lock()
+	got := plain[0]
+	mu.Unlock()
+	if got != (PeerRequest{ID: "c9", RaftAddr: n.RaftAddr()}) {
+		t.Fatalf("the older leader got %+v", got)
+	}
+	select {
+	case <-n.raftGate:
+	default:
+		t.Fatal("the Raft listener is still held after the unchecked join was accepted")
 	}
 }
