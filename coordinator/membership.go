@@ -197,7 +197,10 @@ func (n *Node) addVoter(p PeerRequest) error {
 // server the cluster has never counted a vote from. The leader does not replace itself: it is
 // running, since it answers (addVoter refuses that).
 func (n *Node) replaceVoter(p PeerRequest, have *RaftServerView) error {
-	if have != nil {
+	// A voter at this very address that never registered is the replacement itself (a join asked
+	// again before its answer arrived) or one an operator added: nothing to take out.
+	fresh := have != nil && have.RaftAddr == p.RaftAddr && !registered(n, p.ID)
+	if have != nil && !fresh {
 		if err := n.removeVoter(PeerRequest{ID: p.ID}); err != nil {
 			return err
 		}

@@ -135,6 +135,21 @@ func TestEmptyDataDirJoinWithAVotersIDIsRefused(t *testing.T) {
 	if got := voters(t, leader); len(got) != 3 || raftAddrOf(t, leader, id) != addr {
 		t.Fatalf("voters %v, %s at %s, after a refused join", got, id, raftAddrOf(t, leader, id))
 	}
+
+	// The operator says it is a replacement: the same id at the same address, from an empty data
+	// dir, takes the place with --replace and catches up.
+	back.Kill()
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := joinerConfig(t, id, "", ln, leader.HTTPAddr())
+	cfg.Replace = true
+	replacement := startNode(t, cfg)
+	eventually(t, 20*time.Second, id+" replaced at "+addr+" and registered", func() bool {
+		return len(voters(t, leader)) == 3 && raftAddrOf(t, leader, id) == addr && registered(leader, id) &&
+			replacement.inConfiguration(id) && registered(replacement, leader.cfg.NodeID)
+	})
 }
 
 // --replace makes the replacement explicit: ctl add-peer of a voter's id at another address is
