@@ -202,6 +202,7 @@ func TestPeersTyposAreRefused(t *testing.T) {
 		"port not a number": {"x1=127.0.0.1:http", `port "http" is not a number from 1 to 65535`},
 		"port zero":         {"x1=127.0.0.1:0", `port "0" is not a number`},
 		"no host":           {"x1=:7400", `raft address ":7400" has no host`},
+		"space":             {"x1=a b:7400", `raft address "a b:7400" contains a space`},
 		"no id":             {"=127.0.0.1:7400", `needs an id and a raft address`},
 		"not id=addr":       {"127.0.0.1:7400", `--peers entry "127.0.0.1:7400" is not id=host:port`},
 		"duplicate id":      {"x1=a:1,x1=b:1", `node id "x1" listed twice ("x1=a:1" and "x1=b:1")`},

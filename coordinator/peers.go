@@ -64,10 +64,11 @@ func (p Peer) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: --peers entry %q: %s", ErrBadConfig, p.String(), fmt.Sprintf(format, args...))
 	}
-	if strings.ContainsAny(p.RaftAddr, ";= \t") || strings.ContainsAny(p.ID, ";:") {
-		return bad("separate entries with commas (id=host:port,id=host:port)")
-	}
 	switch {
+	case strings.ContainsAny(p.RaftAddr, ";=") || strings.Contains(p.ID, ";"):
+		return bad("separate entries with commas (id=host:port,id=host:port)")
+	case strings.ContainsAny(p.RaftAddr, " \t\n"):
+		return bad("raft address %q contains a space", p.RaftAddr)
 	case p.ID == "" || p.RaftAddr == "":
 		return bad("needs an id and a raft address (id=host:port)")
 	case !validNodeID(p.ID):
