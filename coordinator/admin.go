@@ -36,10 +36,17 @@ const (
 // CodeUpgradeIncomplete is the admin API's error code for ErrUpgradeIncomplete (HTTP 409).
 const CodeUpgradeIncomplete = "upgrade_incomplete"
 
+// CodePeerConflict is the admin API's error code for ErrPeerConflict (HTTP 409).
+const CodePeerConflict = "peer_conflict"
+
 // HeaderForwardedBy marks an admin call a follower forwarded to the leader, with the follower's
 // node id: a node that gets one and does not lead answers no_leader instead of forwarding it again
 // (two nodes with stale views of the leader must not pass a call back and forth).
 const HeaderForwardedBy = "Retryring-Forwarded-By"
+
+// leaderAddrWait bounds how long a follower waits to learn the leader's admin address from its
+// log before it answers a call it would forward no_leader.
+const leaderAddrWait = 2 * time.Second
 
 // forwardTimeout bounds a follower's call to the leader, commit included.
 const forwardTimeout = 5 * time.Second
@@ -261,8 +268,12 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 		writeAdminError(w, fmt.Errorf("%w: this node is taking or leaving the lead; retry", lease.ErrNoLeader))
 		return
 	case addr == "":
-		writeAdminError(w, fmt.Errorf("%w: leader %s has not registered its address yet", lease.ErrNoLeader, leaderID))
-		return
+		// For a moment after a restart this node knows the leader from Raft but has not applied
+		// the log that holds its registration: wait for that rather than fail the call.
+		if addr = n.awaitPeerHTTPAddr(r.Context(), leaderID, leaderAddrWait); addr == "" {
+			writeAdminError(w, fmt.Errorf("%w: leader %s has not registered its address yet", lease.ErrNoLeader, leaderID))
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 	defer cancel()
@@ -311,6 +322,8 @@ func writeAdminError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, ErrUpgradeIncomplete):
 		status, code = http.StatusConflict, CodeUpgradeIncomplete
+	case errors.Is(err, ErrPeerConflict):
+		status, code = http.StatusConflict, CodePeerConflict
 	case errors.Is(err, lease.ErrBadRequest):
 		status = http.StatusBadRequest
 	case errors.Is(err, lease.ErrUnknownWorker):

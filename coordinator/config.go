@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -74,6 +73,11 @@ type Config struct {
 	// (membership.go) and never bootstraps one of its own, even with an empty data directory.
 	// Excludes Peers.
 	Join []string
+	// Replace (--replace), with Join: this node takes the place of the voter of its node id, at
+	// whatever address it is, and even when this node starts from an empty data directory. The
+	// leader refuses such a join otherwise (ErrPeerConflict): only the operator knows that the
+	// old node is gone for good.
+	Replace bool
 	// Recover rewrites the stored Raft configuration before starting, after a lost quorum: to
 	// PeersFile in DataDir if present, else Peers, else this node alone (recover.go).
 	Recover bool
@@ -151,6 +155,9 @@ type Config struct {
 	// raftTransport, when set, wraps the Raft transport the node runs on: a test delays or drops
 	// single RPCs and their responses, which RaftDial (whole connections) cannot.
 	raftTransport func(*raft.NetworkTransport) raft.Transport
+	// lookupHost, when set, resolves the host of this node's own --peers entry (checkSelfPeer)
+	// instead of DNS: a test names its nodes by host names only its resolver knows.
+	lookupHost func(ctx context.Context, host string) ([]string, error)
 }
 
 // Defaults of Config.
@@ -230,12 +237,14 @@ func (c Config) Validate() error {
 	if err := c.Timing.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	if strings.ContainsAny(c.NodeID, " \t\n\x00/") || len(c.NodeID) > 128 {
+	if !validNodeID(c.NodeID) {
 		return fmt.Errorf("%w: node id %q", ErrBadConfig, c.NodeID)
 	}
 	switch {
 	case len(c.Join) > 0 && len(c.Peers) > 0:
 		return fmt.Errorf("%w: give --join (to join a running cluster) or --peers (to bootstrap one), not both", ErrBadConfig)
+	case c.Replace && len(c.Join) == 0:
+		return fmt.Errorf("%w: --replace goes with --join (it replaces the voter of this node's id as this node joins)", ErrBadConfig)
 	case len(c.Join) > 0 && c.Recover:
 		return fmt.Errorf("%w: --recover rebuilds a cluster from this node's state; it cannot also --join one", ErrBadConfig)
 	}
@@ -244,20 +253,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: --join: an empty address", ErrBadConfig)
 		}
 	}
-	seen := map[string]bool{}
-	self := len(c.Peers) == 0
-	for _, p := range c.Peers {
-		if p.ID == "" || p.RaftAddr == "" {
-			return fmt.Errorf("%w: peer %+v needs an id and a raft address", ErrBadConfig, p)
-		}
-		if seen[p.ID] {
-			return fmt.Errorf("%w: peer id %q listed twice", ErrBadConfig, p.ID)
-		}
-		seen[p.ID] = true
-		self = self || p.ID == c.NodeID
-	}
-	if !self {
-		return fmt.Errorf("%w: node id %q is not in peers", ErrBadConfig, c.NodeID)
+	if err := validatePeers(c.Peers, c.NodeID); err != nil {
+		return err
 	}
 	if err := c.TLS.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)

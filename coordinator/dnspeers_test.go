@@ -30,6 +30,17 @@ func (r *testResolver) answered(name, ip string) int {
 	return r.answers[name+"→"+ip]
 }
 
+// lookupHost answers as the test's DNS: each node checks its own --peers entry with it
+// (checkSelfPeer).
+func (r *testResolver) lookupHost(_ context.Context, host string) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ip, ok := r.hosts[host]; ok {
+		return []string{ip}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
 // dial resolves the host of addr on every dial (no caching, as a client that honours a zero TTL
 // would) and dials the IP.
 func (r *testResolver) dial(ctx context.Context, addr string) (net.Conn, error) {
@@ -103,6 +114,7 @@ func TestPeersByDNSName(t *testing.T) {
 		c.RaftListener = raftLns[i]
 		c.Peers = peers
 		c.RaftDial = r.dial
+		c.lookupHost = r.lookupHost
 		dataDirs[i] = c.DataDir
 	})
 	leader := tc.leader()

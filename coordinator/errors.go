@@ -21,12 +21,33 @@ var (
 	ErrClosed = errors.New("coordinator: closed")
 	// ErrNothingToRecover: Config.Recover on a data directory without Raft state (recover.go).
 	ErrNothingToRecover = errors.New("coordinator: --recover: no raft state in the data directory")
+	// ErrDataDirInUse: another process holds the data directory's lock file (datadirlock.go);
+	// the error's text names the directory and the holder's pid.
+	ErrDataDirInUse = errors.New("coordinator: data dir in use")
+	// ErrJoinRefused: the cluster refused this node's --join (membership.go): its node id is a
+	// voter already. The node stops (Node.Failed); the error's text says what to do.
+	ErrJoinRefused = errors.New("coordinator: join refused")
 )
+
+// dataDirInUse is ErrDataDirInUse with the directory and the lock's holder, in one line.
+type dataDirInUse struct{ dir, holder string }
+
+func (e dataDirInUse) Error() string {
+	return fmt.Sprintf("coordinator: data dir %s is in use by %s: stop it, or give this node its own --data-dir", e.dir, e.holder)
+}
+
+func (e dataDirInUse) Is(target error) bool { return target == ErrDataDirInUse }
 
 // ErrUpgradeIncomplete: the leader refused to propose a command because a server of the Raft
 // configuration registered an FSM version that does not know it (or none): that server would stop
 // applying the log at it. The admin API answers it with 409 upgrade_incomplete.
 var ErrUpgradeIncomplete = errors.New("upgrade_incomplete")
+
+// ErrPeerConflict: the leader refused to add a voter because a voter of that node id is in the
+// configuration already, at another address or with a log the joining node no longer has
+// (membership.go); the operator removes it first, or says replace. The admin API answers it with
+// 409 peer_conflict.
+var ErrPeerConflict = errors.New("peer_conflict")
 
 // commitErr maps the error of a Raft Apply (future error or FSM response) to the lease package's
 // wire catalog (lease.ErrNotLeader, lease.ErrUnavailable, ...), the only errors sent to workers,

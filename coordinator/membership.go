@@ -31,6 +31,10 @@ const (
 	PathRemovePeer = "/v1/peers/remove"
 )
 
+// errJoinUnchecked: the leader refused the fields by which a join is checked (dry_run,
+// empty_log, replace) as unknown: it runs an older release.
+var errJoinUnchecked = errors.New("the leader does not know the join's checks")
+
 // Join timing: a joining node asks every joinRetry until it is in the configuration; a change
 // of the configuration may take up to peerChangeTimeout (the leader replicates it to a quorum).
 const (
@@ -39,9 +43,18 @@ const (
 )
 
 // PeerRequest names a voter: its node id and, to add it, the Raft address the others dial.
+// Replace (--replace, ctl add-peer --replace) says the operator means to replace a voter of that
+// id: the leader removes it (and its registration) and adds this one, wherever it was. EmptyLog
+// is set by a node that joins from an empty data directory.
 type PeerRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr,omitempty"`
+	Replace  bool   `json:"replace,omitempty"`
+	EmptyLog bool   `json:"empty_log,omitempty"`
+	// DryRun asks only whether the leader would add the node: a node joining from an empty data
+	// directory asks it before it takes any Raft traffic (streamLayer.gate), and only then the
+	// real join, whose commit may need its vote.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // PeerChangeAnswer answers PathAddPeer, PathRemovePeer and PathJoin: the Raft configuration after
@@ -60,7 +73,7 @@ type RaftServerView struct {
 
 func (p PeerRequest) validate(needAddr bool) error {
 	switch {
-	case p.ID == "" || strings.ContainsAny(p.ID, " \t\n\x00/") || len(p.ID) > 128:
+	case !validNodeID(p.ID):
 		return fmt.Errorf("%w: want a node id (no spaces or slashes, at most 128 bytes), got %q", lease.ErrBadRequest, p.ID)
 	case needAddr && (p.RaftAddr == "" || !strings.Contains(p.RaftAddr, ":")):
 		return fmt.Errorf("%w: want the new voter's raft address as host:port, got %q", lease.ErrBadRequest, p.RaftAddr)
@@ -105,8 +118,10 @@ func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool,
 		writeAdminError(w, err)
 		return
 	}
-	n.log.Info().Str("path", r.URL.Path).Str("peer_id", req.ID).Str("peer_raft_addr", req.RaftAddr).
-		Str("remote", r.RemoteAddr).Msg("raft configuration changed")
+	if !req.DryRun {
+		n.log.Info().Str("path", r.URL.Path).Str("peer_id", req.ID).Str("peer_raft_addr", req.RaftAddr).
+			Bool("replace", req.Replace).Str("remote", r.RemoteAddr).Msg("raft configuration changed")
+	}
 	servers, err := n.configuration()
 	if err != nil {
 		writeAdminError(w, err)
@@ -127,23 +142,81 @@ func (n *Node) configuration() ([]RaftServerView, error) {
 	return out, nil
 }
 
-// addVoter adds (or re-addresses) a voter. Raft catches the new server up from a snapshot and the
-// log; it registers its addresses itself once it is in the configuration. Adding a server that
-// is a voter at that address already changes nothing.
+// addVoter adds a voter. Raft catches the new server up from a snapshot and the log; it
+// registers its addresses itself once it is in the configuration. Adding a server that is a voter
+// at that address already changes nothing. It never silently takes a voter's place (Raft's
+// AddVoter would re-address a voter of the same id, evicting a healthy node for an impostor):
+// a voter of that id at another address, or a registered voter of that id that asks to join again
+// from an empty data directory (it may vote a second time in a term it voted in), is refused with
+// ErrPeerConflict unless the request says Replace.
 func (n *Node) addVoter(p PeerRequest) error {
 	servers, err := n.configuration()
 	if err != nil {
 		return err
 	}
-	for _, s := range servers {
-		if s.ID == p.ID && s.RaftAddr == p.RaftAddr && s.Voter {
-			return nil
-		}
+	var have *RaftServerView
+	for i, s := range servers {
 		if s.ID != p.ID && s.RaftAddr == p.RaftAddr {
 			return fmt.Errorf("%w: raft address %s belongs to %s; remove that one first", lease.ErrBadRequest, p.RaftAddr, s.ID)
 		}
+		if s.ID == p.ID {
+			have = &servers[i]
+		}
+	}
+	if p.Replace {
+		if p.ID == n.cfg.NodeID {
+			return fmt.Errorf("%w: node id %s is the leader answering this call, so it is running: stop it (or ctl step-down and stop it) before replacing it",
+				ErrPeerConflict, p.ID)
+		}
+		if p.DryRun {
+			return nil
+		}
+		return n.replaceVoter(p, have)
+	}
+	switch {
+	case have == nil || !have.Voter:
+	case have.RaftAddr != p.RaftAddr:
+		return fmt.Errorf("%w: node id %s is a voter already, at %s; adding it at %s would evict that voter, so the cluster keeps it: "+
+			"if the node at %s is gone for good, run `ctl remove-peer %s` first, or give --replace (docs/operations.md)",
+			ErrPeerConflict, p.ID, have.RaftAddr, p.RaftAddr, have.RaftAddr, p.ID)
+	case p.EmptyLog && registered(n, p.ID):
+		return fmt.Errorf("%w: node id %s is a voter at %s already, and asks to join from an empty data dir: a voter that lost its log could vote twice in one term; "+
+			"if its data is lost for good, run `ctl remove-peer %s` first, or give --replace (docs/operations.md)",
+			ErrPeerConflict, p.ID, p.RaftAddr, p.ID)
+	default:
+		return nil
+	}
+	if p.DryRun {
+		return nil
 	}
 	return configErr(n.awaitFuture(n.raft.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, peerChangeTimeout)))
+}
+
+// replaceVoter makes the operator's replacement of a voter explicit: the old server of that id
+// is removed with its registration before the new one is added, so that the new one starts as a
+// server the cluster has never counted a vote from. The leader does not replace itself: it is
+// running, since it answers (addVoter refuses that).
+func (n *Node) replaceVoter(p PeerRequest, have *RaftServerView) error {
+	// A voter at this very address that never registered is the replacement itself (a join asked
+	// again before its answer arrived) or one an operator added: nothing to take out.
+	fresh := have != nil && have.RaftAddr == p.RaftAddr && !registered(n, p.ID)
+	if have != nil && !fresh {
+		if err := n.removeVoter(PeerRequest{ID: p.ID}); err != nil {
+			return err
+		}
+		n.log.Warn().Str("peer_id", p.ID).Str("old_raft_addr", have.RaftAddr).Str("peer_raft_addr", p.RaftAddr).
+			Msg("replacing a voter (--replace): removed the old one")
+	}
+	return configErr(n.awaitFuture(n.raft.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, peerChangeTimeout)))
+}
+
+// registered reports whether the replicated state holds a registration of the coordinator id:
+// it ran as a member of the cluster and applied its log. A voter that an operator added and that
+// never started has none; it may join from an empty data directory.
+func registered(n *Node, id string) bool {
+	ok := false
+	n.fsm.View(func(s *fsm.State, _ uint64) { _, ok = s.Coordinators[id] })
+	return ok
 }
 
 // removeVoter takes a server out of the configuration and forgets its registration (its addresses
@@ -202,16 +275,40 @@ func configErr(err error) error {
 // bootstraps (startRaft), so until then it neither votes nor stands for election.
 func (n *Node) joinLoop() {
 	client := n.peerHTTPClient(peerChangeTimeout + 2*time.Second)
-	body, _ := json.Marshal(PeerRequest{ID: n.cfg.NodeID, RaftAddr: n.raftAddr})
+	req := PeerRequest{ID: n.cfg.NodeID, RaftAddr: n.raftAddr, Replace: n.cfg.Replace, EmptyLog: n.emptyLog}
+	// A node with an empty data directory takes Raft traffic only once the leader said it would
+	// add it (streamLayer.gate): refused, it has voted in no term of the cluster.
+	gateOpen := !n.emptyLog
 	for i := 0; ; i++ {
 		if n.inConfiguration(n.cfg.NodeID) {
 			n.log.Info().Msg("in the raft configuration: joined")
+			n.openRaftGate()
 			return
 		}
 		addr := n.cfg.Join[i%len(n.cfg.Join)]
-		err := n.askToJoin(client, addr, body)
+		req.DryRun = !gateOpen
+		body, _ := json.Marshal(req)
+		err := n.askToJoin(client, addr, body, req.DryRun)
 		if err == nil {
+			if !gateOpen {
+				n.openRaftGate()
+				gateOpen = true
+			}
 			continue // check the configuration at once: the leader replicates it to this node
+		}
+		if errors.Is(err, errJoinUnchecked) && req != (PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr}) {
+			// A leader of an older release knows none of the new fields: join as that release
+			// does, unchecked, rather than not at all during a rolling upgrade.
+			n.log.Warn().Err(err).Str("join_addr", addr).Msg("the leader cannot check this join (an older release): joining unchecked")
+			req = PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr}
+			n.openRaftGate()
+			gateOpen = true
+			continue
+		}
+		if errors.Is(err, ErrJoinRefused) {
+			n.log.Error().Err(err).Str("join_addr", addr).Msg("join refused; stopping")
+			n.fail(err)
+			return
 		}
 		n.log.Warn().Err(err).Str("join_addr", addr).Msg("join request failed; retrying")
 		select {
@@ -222,7 +319,7 @@ func (n *Node) joinLoop() {
 	}
 }
 
-func (n *Node) askToJoin(client *http.Client, addr string, body []byte) error {
+func (n *Node) askToJoin(client *http.Client, addr string, body []byte, dryRun bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), peerChangeTimeout+2*time.Second)
 	defer cancel()
 	go func() {
@@ -245,7 +342,18 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte) error {
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	if resp.StatusCode != http.StatusOK {
+		var we lease.WireError
+		_ = json.Unmarshal(answer, &we)
+		if resp.StatusCode == http.StatusConflict && we.Code == CodePeerConflict {
+			return fmt.Errorf("%w by %s: %s", ErrJoinRefused, addr, we.Message)
+		}
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(we.Message, "unknown field") {
+			return fmt.Errorf("%w: %s answered %s: %s", errJoinUnchecked, addr, resp.Status, we.Message)
+		}
 		return fmt.Errorf("%s answered %s: %s", addr, resp.Status, strings.TrimSpace(string(answer)))
+	}
+	if dryRun {
+		return nil
 	}
 	// Wait a moment for the configuration entry to reach this node before asking again.
 	deadline := time.Now().Add(2 * time.Second)

@@ -50,12 +50,6 @@ func voters(t testing.TB, n *Node) []string {
 	return out
 }
 
-func registered(n *Node, id string) bool {
-	ok := false
-	n.fsm.View(func(s *fsm.State, _ uint64) { _, ok = s.Coordinators[id] })
-	return ok
-}
-
 // A node started with --join asks a follower, which forwards to the leader: it becomes a voter,
 // registers itself, and applies the replicated state; a worker's assignment does not change.
 func TestJoinAddsAVoter(t *testing.T) {

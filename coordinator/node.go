@@ -59,6 +59,15 @@ type Node struct {
 	// leaving: this node is removing itself from the configuration (membership.go); it must not
 	// register its addresses again.
 	leaving atomic.Bool
+	// emptyLog: Raft found no state in the data directory at start (a joining node says so).
+	emptyLog bool
+	// failed receives the error that stopped this node from working on its own (a refused join);
+	// see Failed.
+	failed chan error
+	// raftGate holds a joining node's Raft listener until its join is accepted (raftnode.go);
+	// openRaftGate closes it.
+	raftGate     chan struct{}
+	raftGateOnce sync.Once
 
 	mu      sync.Mutex
 	started bool
@@ -83,6 +92,8 @@ func New(cfg Config) (*Node, error) {
 		clock:        cfg.Clock,
 		stop:         make(chan struct{}),
 		registerKick: make(chan struct{}, 1),
+		failed:       make(chan error, 1),
+		raftGate:     make(chan struct{}),
 		retired:      newRetiredSet(),
 	}
 	n.log = n.partLog("coordinator")
@@ -147,10 +158,18 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := n.checkSelfPeer(ctx, raftLn.Addr()); err != nil {
+		return err
+	}
 	if err := n.startAuth(); err != nil {
 		return err
 	}
 	n.raftAddr = n.cfg.raftAdvertise(raftLn.Addr().String())
+	if n.cfg.TLS.Raft.Enabled() {
+		if err := auth.CheckRaftCertificate(n.cfg.TLS.Raft, n.raftAddr, n.tlsNow()); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+	}
 	n.rsocketAddr = orDefault(n.cfg.RSocketAdvertise, rsLn.Addr().String())
 	n.httpAddr = orDefault(n.cfg.HTTPAdvertise, httpLn.Addr().String())
 	n.rsListener = newSilenceListener(n.limits.listener(rsLn), n.cfg.SilenceTimeout, n.cfg.WriteTimeout)
@@ -191,6 +210,28 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.log.Info().Str("raft_addr", n.raftAddr).Str("rsocket_addr", n.rsocketAddr).Str("http_addr", n.httpAddr).
 		Msg("coordinator started")
 	return nil
+}
+
+// Failed delivers the error that stopped this node from working on its own: a join the cluster
+// refused (ErrJoinRefused). The node is still open; its owner closes it and exits with the error
+// rather than retrying what an operator has to decide.
+func (n *Node) Failed() <-chan error { return n.failed }
+
+func (n *Node) openRaftGate() { n.raftGateOnce.Do(func() { close(n.raftGate) }) }
+
+func (n *Node) fail(err error) {
+	select {
+	case n.failed <- err:
+	default:
+	}
+}
+
+// tlsNow is the time the certificates are checked at (TLS.Now, else the system's).
+func (n *Node) tlsNow() time.Time {
+	if n.cfg.TLS.Now != nil {
+		return n.cfg.TLS.Now()
+	}
+	return time.Now()
 }
 
 func orDefault(s, def string) string {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -25,6 +26,28 @@ type streamLayer struct {
 	net.Listener
 	advertise net.Addr
 	dial      func(ctx context.Context, addr string) (net.Conn, error)
+	// gate, when set, holds every Accept until it is closed: a node joining from an empty data
+	// directory takes no Raft traffic (and so casts no vote) before the leader accepted its join
+	// (membership.go). The leader's RPCs wait in the listen backlog meanwhile.
+	gate      <-chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (s *streamLayer) Accept() (net.Conn, error) {
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-s.closed:
+			return nil, net.ErrClosed
+		}
+	}
+	return s.Listener.Accept()
+}
+
+func (s *streamLayer) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	return s.Listener.Close()
 }
 
 func (s *streamLayer) Addr() net.Addr { return s.advertise }
@@ -45,6 +68,7 @@ type raftParts struct {
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
 	store     *raftboltdb.BoltStore
+	unlock    func() error // the data directory's lock (datadirlock.go), released last
 }
 
 func (p *raftParts) close() error {
@@ -57,6 +81,10 @@ func (p *raftParts) close() error {
 	}
 	if p.store != nil {
 		errs = append(errs, p.store.Close())
+	}
+	if p.unlock != nil {
+		errs = append(errs, p.unlock())
+		p.unlock = nil
 	}
 	return errors.Join(errs...)
 }
@@ -76,6 +104,11 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return fail(fmt.Errorf("coordinator: data dir: %w", err))
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return fail(err)
+	}
+	parts.unlock = unlock
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(cfg.DataDir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
@@ -94,6 +127,15 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: snapshot store: %w", err))
 	}
+	hasState, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return fail(fmt.Errorf("coordinator: read raft state: %w", err))
+	}
+	n.emptyLog = !hasState
+	var gate <-chan struct{}
+	if !hasState && len(cfg.Join) > 0 {
+		gate = n.raftGate
+	}
 
 	dial := cfg.RaftDial
 	if dial == nil {
@@ -102,7 +144,8 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	}
 	ln, dial = n.raftTLS(ln, dial)
 	parts.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &streamLayer{Listener: ln, advertise: advertiseAddr(n.raftAddr), dial: dial},
+		Stream: &streamLayer{Listener: ln, advertise: advertiseAddr(n.raftAddr), dial: dial,
+			gate: gate, closed: make(chan struct{})},
 		MaxPool: 3,
 		// One AppendEntries in flight per follower: raft's own switch for synchronous
 		// replication. With the default (2) the pipeline's channels are unbuffered, and a
@@ -126,10 +169,6 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 		return fail(fmt.Errorf("%w: %w", ErrBadConfig, err))
 	}
 
-	hasState, err := raft.HasExistingState(logs, store, snaps)
-	if err != nil {
-		return fail(fmt.Errorf("coordinator: read raft state: %w", err))
-	}
 	if cfg.Recover {
 		if !hasState {
 			return fail(fmt.Errorf("%w %s", ErrNothingToRecover, cfg.DataDir))
@@ -147,6 +186,11 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 		return fail(fmt.Errorf("coordinator: start raft: %w", err))
 	}
 	parts.raft = r
+	if hasState && !cfg.Recover {
+		if f := r.GetConfiguration(); f.Error() == nil {
+			n.warnPeersChanged(f.Configuration())
+		}
+	}
 	// A node told to join a running cluster never bootstraps one of its own, not even with an
 	// empty data directory: it would elect itself and serve leases beside the real cluster.
 	if !hasState && len(cfg.Join) == 0 {

@@ -164,7 +164,10 @@ func (n *Node) versionGate(cmd fsm.Command) error {
 					behind = append(behind, fmt.Sprintf("%s (this node) runs version %d", id, v))
 				}
 			case c == nil:
-				behind = append(behind, id+" has not registered its version")
+				// Seen after a mistyped --peers: the configuration names a voter at an address
+				// nobody listens on, and it never registers. Say so rather than blame the upgrade.
+				behind = append(behind, fmt.Sprintf("%s has not registered its version (it never reached the leader: is it running, and listening at %s, "+
+					"its address in the raft configuration? a mistyped --peers gives a voter an address nobody listens on; see ctl peers)", id, srv.Address))
 			case c.RunsVersion() < need:
 				behind = append(behind, fmt.Sprintf("%s registered version %d", id, c.RunsVersion()))
 			}

@@ -82,7 +82,18 @@ type PeerStatus struct {
 	Voter    bool        `json:"voter"`
 	Status   *NodeStatus `json:"status"`
 	Error    string      `json:"error,omitempty"`
+	// Problem names, in one word, why Status is missing: PeerUnreachable, PeerUnregistered, or
+	// PeerUnknown (the coordinator asked has not applied its log since it started, so it does
+	// not know the peer's admin address yet). Error says it in words.
+	Problem string `json:"problem,omitempty"`
 }
+
+// PeerStatus.Problem values.
+const (
+	PeerUnreachable  = "unreachable"
+	PeerUnregistered = "unregistered"
+	PeerUnknown      = "unknown"
+)
 
 // PeersAnswer is the answer of GET /v1/peers, the servers in the configuration's order.
 type PeersAnswer struct {
@@ -145,7 +156,8 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 	case ans.Node.LeaderID == n.cfg.NodeID:
 		ans.Leader = &ans.Node
 	case addr == "":
-		ans.LeaderError = "leader " + ans.Node.LeaderID + " has not registered its admin address"
+		_, why := n.unregisteredPeer(ans.Node.LeaderID)
+		ans.LeaderError = "leader " + ans.Node.LeaderID + " " + why
 	default:
 		st, err := n.peerStatus(r.Context(), addr)
 		if err != nil {
@@ -184,7 +196,7 @@ func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
 		}
 		addr := n.peerHTTPAddr(p.ID)
 		if addr == "" {
-			p.Error = "has not registered its admin address"
+			p.Problem, p.Error = n.unregisteredPeer(p.ID)
 			continue
 		}
 		wg.Add(1)
@@ -192,7 +204,7 @@ func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
 			defer wg.Done()
 			st, err := n.peerStatus(r.Context(), addr)
 			if err != nil {
-				p.Error = fmt.Sprintf("unreachable at %s: %v", addr, err)
+				p.Problem, p.Error = PeerUnreachable, fmt.Sprintf("unreachable at %s: %v", addr, err)
 				return
 			}
 			p.Status = &st
@@ -200,6 +212,31 @@ func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	writeJSON(w, http.StatusOK, ans)
+}
+
+// unregisteredPeer explains a peer whose admin address this node does not know. For a few seconds
+// after a restart that is this node's own state (it has not applied its log yet, so it knows no
+// registration), not the peer's: it says so rather than blame every peer.
+func (n *Node) unregisteredPeer(id string) (problem, reason string) {
+	if behind := n.notYetApplied(); behind != "" {
+		return PeerUnknown, fmt.Sprintf("not known yet: %s (asked) has not applied its log since it started (%s), so it does not know %s's admin address yet; ask again in a moment",
+			n.cfg.NodeID, behind, id)
+	}
+	return PeerUnregistered, "has not registered its admin address (it registers once it runs, is in the raft configuration and reaches the leader)"
+}
+
+// notYetApplied says how this node is behind its own log, or "" when it has caught up.
+func (n *Node) notYetApplied() string {
+	if n.raft.State() != raft.Leader && n.raft.Stats()["last_contact"] == "never" {
+		return "no contact with a leader yet"
+	}
+	if applied, last := n.raft.AppliedIndex(), n.raft.LastIndex(); applied < last {
+		return fmt.Sprintf("applied index %d of %d", applied, last)
+	}
+	if !registered(n, n.cfg.NodeID) {
+		return "its own registration is not applied yet"
+	}
+	return ""
 }
 
 // peerHTTPAddr is the admin address a coordinator registered, or "".
@@ -211,6 +248,24 @@ func (n *Node) peerHTTPAddr(id string) string {
 		}
 	})
 	return addr
+}
+
+// awaitPeerHTTPAddr polls this node's state for the admin address coordinator id registered,
+// for up to wait; "" if it is still unknown then.
+func (n *Node) awaitPeerHTTPAddr(ctx context.Context, id string, wait time.Duration) string {
+	deadline := time.Now().Add(wait)
+	for {
+		if addr := n.peerHTTPAddr(id); addr != "" || !time.Now().Before(deadline) {
+			return addr
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-n.stop:
+			return ""
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // peerStatus asks the coordinator at addr for its own status (GET /v1/status?local=1). It goes

@@ -7,6 +7,7 @@ package coordinator
 
 import (
 	"github.com/retryring/retryring/coordinator/auth"
+	"github.com/retryring/retryring/internal/tlsfiles"
 
 	"context"
 	"crypto/tls"
@@ -16,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -92,8 +94,31 @@ func (n *Node) raftTLS(ln net.Listener, dial func(ctx context.Context, addr stri
 			n.tlsLog.raft.Log(n.log, "Raft TLS: dial failed", err)
 			return nil, err
 		}
-		return tc, nil
+		return &refusalConn{Conn: tc, refused: func(reason string, err error) {
+			n.tlsLog.raftRefused.Log(n.log.With().Str("peer_raft_addr", addr).Str("reason", reason).Str("raft_tls_cert", n.cfg.TLS.Raft.Cert).Logger(),
+				"Raft TLS: a coordinator refused this node's certificate (the others must trust the CA that signed it, in their --raft-tls-ca)", err)
+		}}, nil
 	}
+}
+
+// refusalConn is a dialled Raft connection that says in words when the other side refused this
+// node's certificate. Under TLS 1.3 that refusal arrives as an alert on the first read after the
+// handshake, which Raft reports only as "msgpack decode error [pos 0]: remote error: tls: unknown
+// certificate authority".
+type refusalConn struct {
+	*tls.Conn
+	refused func(reason string, err error)
+	once    sync.Once
+}
+
+func (c *refusalConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		if reason, _, ok := tlsfiles.CertificateRefusal(err); ok {
+			c.once.Do(func() { c.refused(reason, err) })
+		}
+	}
+	return n, err
 }
 
 // ---- Calls between coordinators' admin ports (registration, forwarded admin calls).
@@ -142,6 +167,9 @@ func (n *Node) explainPeerHTTP(addr string, resp *http.Response, err error) erro
 // tlsLogs are the rate-limited logs of TLS failures, one per place.
 type tlsLogs struct {
 	rsocket, raft, peer auth.LimitedLog
+	// raftRefused is apart from raft: this node's own certificate refused by a peer must not be
+	// hidden behind the lines about the peers' connections it refuses itself.
+	raftRefused auth.LimitedLog
 }
 
 // rsocketHandshakeFailed logs why a worker connection's handshake failed: a worker with a

@@ -229,7 +229,10 @@ func TestRaftCertificateOfAnotherCACannotJoin(t *testing.T) {
 	p := newPKI(t)
 	c := newTLSCluster(t, 3, p, func(i int, c *Config) {
 		if i == 2 {
+			// A stranger consistent in itself (its certificate of its own CA), so that it passes
+			// its own check at start (auth.CheckRaftCertificate) and meets the cluster's refusal.
 			c.TLS.Raft = p.coordinatorTLS(c.NodeID, p.other).Raft
+			c.TLS.Raft.CA = p.otherCAFile
 		}
 	})
 	good, stranger := c.nodes[:2], c.nodes[2]

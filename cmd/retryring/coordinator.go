@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +20,8 @@ func newCoordinatorCommand() *cobra.Command {
 		Use:   "coordinator",
 		Short: "Run one coordinator node (a Raft voter serving leases to workers over RSocket)",
 		Long: `Run one coordinator node. Give every node the same --peers list; the cluster bootstraps
-from it the first time and ignores it afterwards. A node added to a running cluster gets --join
+from it the first time; afterwards the data dir's configuration wins, and a --peers that differs
+from it is logged at warn (change membership with ctl add-peer and remove-peer). A node added to a running cluster gets --join
 instead (admin addresses of running coordinators): it never bootstraps a cluster of its own.
 After a lost quorum, --recover rewrites the stored configuration (docs/operations.md). On SIGTERM
 or SIGINT a leader hands its leadership to another voter before it stops.`,
@@ -34,7 +33,7 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 			if err != nil {
 				return err
 			}
-			if cfg.Peers, err = parsePeers(peers); err != nil {
+			if cfg.Peers, err = coordinator.ParsePeers(peers); err != nil {
 				return err
 			}
 			cfg.Join = splitList(join)
@@ -51,7 +50,14 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 			}
 			log.Info().Str("node_id", cfg.NodeID).Str("rsocket_addr", node.RSocketAddr()).
 				Str("http_addr", node.HTTPAddr()).Str("raft_addr", node.RaftAddr()).Msg("coordinator started")
-			<-cmd.Context().Done()
+			select {
+			case <-cmd.Context().Done():
+			case err := <-node.Failed():
+				// Refused by the cluster (a join whose id is a voter already): an operator has
+				// to decide, so exit with the reason rather than retry.
+				_ = node.Close()
+				return err
+			}
 			log.Info().Msg("stopping: handing over leadership if leader")
 			return node.Close()
 		},
@@ -62,8 +68,9 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 	fs.StringVar(&cfg.RSocketAddr, "rsocket-addr", "127.0.0.1:7878", "RSocket listen address for workers")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:7480", "admin HTTP listen address (/ ring page, /v1/ring, /healthz, /readyz, /metrics)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "Raft log and snapshots (default data/<node-id>)")
-	fs.StringVar(&peers, "peers", "", "every voter as id=raftaddr,... (the same on every node); empty: a single-node cluster")
+	fs.StringVar(&peers, "peers", "", "every voter as id=host:port,... (commas; the same on every node; this node's entry is its --raft-advertise, else its --raft-addr); empty: a single-node cluster")
 	fs.StringVar(&join, "join", "", "admin HTTP addresses of running coordinators (host:port,...): join their cluster as a voter; never bootstraps one (instead of --peers)")
+	fs.BoolVar(&cfg.Replace, "replace", false, "with --join: take the place of the voter of this --node-id, at whatever address, even from an empty data dir (the old node must be gone for good; without it such a join is refused)")
 	fs.BoolVar(&cfg.Recover, "recover", false, "after a lost quorum: rewrite the stored Raft configuration to DATA_DIR/peers.json, else --peers, else this node alone, then start (docs/operations.md)")
 	fs.StringVar(&cfg.RaftAdvertise, "raft-advertise", "", "Raft address the other coordinators dial (default: this node's entry in --peers, else the bound address): a node started with --join on a --raft-addr of every interface (:7400) needs it")
 	fs.StringVar(&cfg.RSocketAdvertise, "rsocket-advertise", "", "RSocket address workers are redirected to (default: the bound address)")
@@ -88,22 +95,4 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 	lf.register(fs)
 	annotateEnv(cmd)
 	return cmd
-}
-
-// parsePeers reads id=raftaddr,id=raftaddr.
-func parsePeers(s string) ([]coordinator.Peer, error) {
-	var out []coordinator.Peer
-	seen := map[string]bool{}
-	for _, item := range splitList(s) {
-		id, addr, ok := strings.Cut(item, "=")
-		if !ok || id == "" || addr == "" {
-			return nil, fmt.Errorf("--peers: %q is not id=raftaddr", item)
-		}
-		if seen[id] {
-			return nil, fmt.Errorf("--peers: node id %q listed twice", id)
-		}
-		seen[id] = true
-		out = append(out, coordinator.Peer{ID: id, RaftAddr: addr})
-	}
-	return out, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -75,16 +76,29 @@ func printPeers(w io.Writer, p coordinator.PeersAnswer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "asked %s, leader %s\n\n", p.CoordinatorID, dash(p.LeaderID))
 	fmt.Fprintln(tw, "ID\tSTATE\tVOTER\tLAST CONTACT\tCOMMIT\tAPPLIED\tFSM\tRAFT\tRSOCKET\tHTTP")
+	var reasons []string
 	for _, peer := range p.Peers {
 		if peer.Status == nil {
-			fmt.Fprintf(tw, "%s\t%s\t%v\t-\t-\t-\t-\t%s\t-\t-\n", peer.ID, "unreachable: "+peer.Error, peer.Voter, peer.RaftAddr)
+			state := peer.Problem
+			if state == "" { // a coordinator of an older release says it in Error only
+				state = coordinator.PeerUnreachable
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%v\t-\t-\t-\t-\t%s\t-\t-\n", peer.ID, state, peer.Voter, peer.RaftAddr)
+			reasons = append(reasons, peer.ID+": "+peer.Error)
 			continue
 		}
 		s := peer.Status
 		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", peer.ID, s.State, peer.Voter, dash(s.LastContact),
 			s.CommitIndex, s.AppliedIndex, s.FSMVersion, peer.RaftAddr, dash(s.RSocketAddr), dash(s.HTTPAddr))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(reasons) > 0 {
+		_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(reasons, "\n"))
+		return err
+	}
+	return nil
 }
 
 func newStepDownCommand() *cobra.Command {

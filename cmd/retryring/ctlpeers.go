@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/retryring/retryring/coordinator"
 )
@@ -17,14 +18,19 @@ const peerTimeout = 20 * time.Second
 
 // newAddPeerCommand is ctl add-peer ID RAFTADDR.
 func newAddPeerCommand() *cobra.Command {
+	var replace bool
 	return peerCommand("add-peer ID RAFTADDR", "Add a coordinator to the Raft configuration as a voter",
 		`Add a voter: the node ID, reachable by the others at RAFTADDR (host:port). Start the node with
 --join (never --peers): it catches up from the leader and registers itself. A node started with
 --join also asks to be added on its own; add-peer is for an operator who adds it first. Adding a
-voter that is already one at that address changes nothing.`,
+voter that is already one at that address changes nothing. A voter of that ID at another
+address is not moved (that would evict it): remove it first, or give --replace.`,
 		cobra.ExactArgs(2), coordinator.PathAddPeer,
+		func(fs *pflag.FlagSet) {
+			fs.BoolVar(&replace, "replace", false, "replace the voter of this ID wherever it is (remove it and its registration, then add ID at RAFTADDR): the old node must be gone for good")
+		},
 		func(args []string) coordinator.PeerRequest {
-			return coordinator.PeerRequest{ID: args[0], RaftAddr: args[1]}
+			return coordinator.PeerRequest{ID: args[0], RaftAddr: args[1], Replace: replace}
 		})
 }
 
@@ -35,12 +41,13 @@ func newRemovePeerCommand() *cobra.Command {
 registered addresses. The cluster's quorum shrinks with it: remove one node at a time, and add
 its replacement (--join) before removing the next. Removing a node that is not there changes
 nothing; the last voter cannot be removed.`,
-		cobra.ExactArgs(1), coordinator.PathRemovePeer,
+		cobra.ExactArgs(1), coordinator.PathRemovePeer, nil,
 		func(args []string) coordinator.PeerRequest { return coordinator.PeerRequest{ID: args[0]} })
 }
 
-func peerCommand(use, short, long string, args cobra.PositionalArgs, path string, request func([]string) coordinator.PeerRequest) *cobra.Command {
-	return ctlCommand(use, short, long, args, nil, func(cmd *cobra.Command, c *ctlConn, args []string) error {
+func peerCommand(use, short, long string, args cobra.PositionalArgs, path string, flags func(*pflag.FlagSet),
+	request func([]string) coordinator.PeerRequest) *cobra.Command {
+	return ctlCommand(use, short, long, args, flags, func(cmd *cobra.Command, c *ctlConn, args []string) error {
 		answer, err := c.post(cmd.Context(), path, request(args), peerTimeout)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +32,50 @@ func TestCtlPeers(t *testing.T) {
 	if _, err := ctl(t, "remove-peer", "c1", "--coordinator", addr); err == nil || !strings.Contains(err.Error(), "last voter") {
 		t.Fatalf("removing the last voter: %v", err)
 	}
+	// Adding the voter c1 at another address would evict it: refused in one line saying what to do;
+	// --replace does not replace the leader that answers.
+	if _, err := ctl(t, "add-peer", "c1", "127.0.0.1:1", "--coordinator", addr); err == nil || strings.Contains(err.Error(), "\n") ||
+		!strings.Contains(err.Error(), "peer_conflict: node id c1 is a voter already, at ") || !strings.Contains(err.Error(), "ctl remove-peer c1") {
+		t.Fatalf("add-peer of the voter c1 at another address: %v", err)
+	}
+	if _, err := ctl(t, "add-peer", "--replace", "c1", "127.0.0.1:1", "--coordinator", addr); err == nil ||
+		!strings.Contains(err.Error(), "peer_conflict: node id c1 is the leader answering this call") {
+		t.Fatalf("add-peer --replace of the leader: %v", err)
+	}
 	for _, args := range [][]string{{"add-peer", "c2"}, {"add-peer", "c2", "nohost"}, {"remove-peer"}, {"add-peer", "c 2", "127.0.0.1:1"}} {
 		_, err := ctl(t, append(args, "--coordinator", addr)...)
 		if err == nil || strings.Contains(err.Error(), "\n") {
 			t.Fatalf("ctl %v: %v, want one line", args, err)
 		}
+	}
+}
+
+// ctl peers keeps its STATE column to one word; why a peer has no status is said below the table.
+func TestPrintPeersStateIsOneWord(t *testing.T) {
+	var out strings.Builder
+	err := printPeers(&out, coordinator.PeersAnswer{CoordinatorID: "c1", LeaderID: "c1", Peers: []coordinator.PeerStatus{
+		{ID: "c1", RaftAddr: "10.0.0.1:7400", Voter: true, Status: &coordinator.NodeStatus{ID: "c1", State: "leader", LastContact: "0"}},
+		{ID: "c2", RaftAddr: "10.0.0.2:7400", Voter: true, Problem: coordinator.PeerUnreachable, Error: "unreachable at 10.0.0.2:7480: dial tcp: connection refused"},
+		{ID: "c3", RaftAddr: "10.0.0.3:7400", Voter: true, Problem: coordinator.PeerUnknown, Error: "not known yet: c1 (asked) has not applied its log since it started"},
+		{ID: "c4", RaftAddr: "10.0.0.4:7400", Voter: true, Error: "an older coordinator's reason"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	states := map[string]string{}
+	for _, l := range lines[3:7] {
+		f := strings.Fields(l)
+		states[f[0]] = f[1]
+		if f[2] != "true" {
+			t.Errorf("row %q: STATE is more than one word", l)
+		}
+	}
+	if want := map[string]string{"c1": "leader", "c2": "unreachable", "c3": "unknown", "c4": "unreachable"}; !maps.Equal(states, want) {
+		t.Errorf("states %v, want %v:\n%s", states, want, out.String())
+	}
+	if got := strings.Join(lines[8:], "\n"); got != "c2: unreachable at 10.0.0.2:7480: dial tcp: connection refused\n"+
+		"c3: not known yet: c1 (asked) has not applied its log since it started\nc4: an older coordinator's reason" {
+		t.Errorf("reasons:\n%s", got)
 	}
 }
