@@ -1,0 +1,116 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gocql/gocql"
+)
+
+// Datacenters counts the nodes of a cluster per datacenter, as system.local and system.peers
+// name them.
+type Datacenters map[string]int
+
+// Nodes is the cluster's node count.
+func (d Datacenters) Nodes() int {
+	n := 0
+	for _, c := range d {
+		n += c
+	}
+	return n
+}
+
+// String names the counts in a stable order: "1 node in datacenter1", "2 nodes in dc1, 1 node
+// in dc2".
+func (d Datacenters) String() string {
+	if len(d) == 0 {
+		return "no node"
+	}
+	dcs := make([]string, 0, len(d))
+	for dc := range d {
+		dcs = append(dcs, dc)
+	}
+	sort.Strings(dcs)
+	parts := make([]string, len(dcs))
+	for i, dc := range dcs {
+		parts[i] = nodes(d[dc]) + " in " + dc
+	}
+	return strings.Join(parts, ", ")
+}
+
+func nodes(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
+}
+
+// Spec is the replication in the flag form ParseReplication reads: "3", "dc1=3,dc2=3".
+func (r Replication) Spec() string {
+	if len(r.DataCenters) == 0 {
+		return fmt.Sprint(max(r.Factor, 1))
+	}
+	dcs := make([]string, 0, len(r.DataCenters))
+	for dc := range r.DataCenters {
+		dcs = append(dcs, dc)
+	}
+	sort.Strings(dcs)
+	parts := make([]string, len(dcs))
+	for i, dc := range dcs {
+		parts[i] = fmt.Sprintf("%s=%d", dc, r.DataCenters[dc])
+	}
+	return strings.Join(parts, ",")
+}
+
+// CheckReplication reports ErrReplicationUnmet, with every shortfall, when the cluster has fewer
+// nodes than the replication places replicas on: SimpleStrategy needs Factor nodes anywhere,
+// NetworkTopologyStrategy its factor in each datacenter it names. Cassandra itself accepts such a
+// keyspace, and then every write at a quorum fails ("Cannot achieve consistency level
+// LOCAL_QUORUM"), or, for a datacenter name it does not know, no replica is written there at all.
+func CheckReplication(r Replication, cluster Datacenters) error {
+	var short []string
+	if len(r.DataCenters) == 0 {
+		if f := max(r.Factor, 1); cluster.Nodes() < f {
+			short = append(short, fmt.Sprintf("needs %s", nodes(f)))
+		}
+	} else {
+		dcs := make([]string, 0, len(r.DataCenters))
+		for dc := range r.DataCenters {
+			dcs = append(dcs, dc)
+		}
+		sort.Strings(dcs)
+		for _, dc := range dcs {
+			if f := r.DataCenters[dc]; cluster[dc] < f {
+				short = append(short, fmt.Sprintf("needs %s in %s", nodes(f), dc))
+			}
+		}
+	}
+	if len(short) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: replication %s %s; the cluster has %s", ErrReplicationUnmet, r.Spec(), strings.Join(short, " and "), cluster)
+}
+
+// ReadDatacenters counts the nodes of the session's cluster per datacenter: the node that
+// answers (its own datacenter, as the driver learnt it from that node's system.local) and every
+// peer it knows (system.peers), up or down: replicas are placed on nodes whether they run or not.
+// One node's view, so that a node is counted once whichever node answers.
+func ReadDatacenters(ctx context.Context, s *gocql.Session) (Datacenters, error) {
+	iter := s.Query(`SELECT data_center FROM system.peers`).WithContext(ctx).Iter()
+	d := Datacenters{}
+	var dc string
+	for iter.Scan(&dc) {
+		d[dc]++
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("cassandra: read the datacenters: system.peers: %w", err)
+	}
+	h := iter.Host()
+	if h == nil || h.DataCenter() == "" {
+		return nil, fmt.Errorf("cassandra: read the datacenters: the driver does not know the datacenter of the node that answered (%v)", h)
+	}
+	d[h.DataCenter()]++
+	return d, nil
+}
