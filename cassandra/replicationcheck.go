@@ -73,7 +73,7 @@ func CheckReplication(r Replication, cluster Datacenters) error {
 	var short []string
 	if len(r.DataCenters) == 0 {
 		if f := max(r.Factor, 1); cluster.Nodes() < f {
-			short = append(short, fmt.Sprintf("needs %s", nodes(f)))
+			short = append(short, nodes(f))
 		}
 	} else {
 		dcs := make([]string, 0, len(r.DataCenters))
@@ -83,14 +83,14 @@ func CheckReplication(r Replication, cluster Datacenters) error {
 		sort.Strings(dcs)
 		for _, dc := range dcs {
 			if f := r.DataCenters[dc]; cluster[dc] < f {
-				short = append(short, fmt.Sprintf("needs %s in %s", nodes(f), dc))
+				short = append(short, nodes(f)+" in "+dc)
 			}
 		}
 	}
 	if len(short) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: replication %s %s; the cluster has %s", ErrReplicationUnmet, r.Spec(), strings.Join(short, " and "), cluster)
+	return fmt.Errorf("%w: replication %s needs %s; the cluster has %s", ErrReplicationUnmet, r.Spec(), strings.Join(short, " and "), cluster)
 }
 
 // ReadDatacenters counts the nodes of the session's cluster per datacenter: the node that
