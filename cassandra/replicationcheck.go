@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -94,9 +95,8 @@ func CheckReplication(r Replication, cluster Datacenters) error {
 }
 
 // ReadDatacenters counts the nodes of the session's cluster per datacenter: the node that
-// answers (its own datacenter, as the driver learnt it from that node's system.local) and every
-// peer it knows (system.peers), up or down: replicas are placed on nodes whether they run or not.
-// One node's view, so that a node is counted once whichever node answers.
+// answers and every peer it knows (system.peers), up or down: replicas are placed on nodes
+// whether they run or not. One node's view, so that each node is counted once whichever answers.
 func ReadDatacenters(ctx context.Context, s *gocql.Session) (Datacenters, error) {
 	iter := s.Query(`SELECT data_center FROM system.peers`).WithContext(ctx).Iter()
 	d := Datacenters{}
@@ -107,10 +107,34 @@ func ReadDatacenters(ctx context.Context, s *gocql.Session) (Datacenters, error)
 	if err := iter.Close(); err != nil {
 		return nil, fmt.Errorf("cassandra: read the datacenters: system.peers: %w", err)
 	}
-	h := iter.Host()
-	if h == nil || h.DataCenter() == "" {
-		return nil, fmt.Errorf("cassandra: read the datacenters: the driver does not know the datacenter of the node that answered (%v)", h)
+	own, err := ownDatacenter(ctx, s, iter.Host())
+	if err != nil {
+		return nil, fmt.Errorf("cassandra: read the datacenters: %w", err)
 	}
-	d[h.DataCenter()]++
+	d[own]++
 	return d, nil
+}
+
+// ownDatacenter is the datacenter of node h: as the driver learnt it, or, when it did not look
+// the ring up (DisableInitialHostLookup), from h's system.local. The driver picks the node of a
+// query, so system.local is read until h answers, a few tries.
+func ownDatacenter(ctx context.Context, s *gocql.Session, h *gocql.HostInfo) (string, error) {
+	if h == nil {
+		return "", errors.New("the driver did not say which node answered")
+	}
+	if dc := h.DataCenter(); dc != "" {
+		return dc, nil
+	}
+	for range 16 {
+		iter := s.Query(`SELECT data_center FROM system.local WHERE key = 'local'`).WithContext(ctx).Iter()
+		var dc string
+		iter.Scan(&dc)
+		if err := iter.Close(); err != nil {
+			return "", fmt.Errorf("system.local: %w", err)
+		}
+		if a := iter.Host(); a != nil && a.ConnectAddress().Equal(h.ConnectAddress()) && a.Port() == h.Port() {
+			return dc, nil
+		}
+	}
+	return "", fmt.Errorf("node %s never answered a read of its system.local", h.ConnectAddress())
 }
