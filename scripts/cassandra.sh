@@ -774,27 +774,40 @@ ring_up() {
   node_run "$1" nodetool status 2>/dev/null | awk '$1 == "UN" { sub(/:.*/, "", $2); print $2 }'
 }
 
-# wait_ring waits until every running node sees every running node up (UN in nodetool status).
+# wait_node_ring waits until node K sees every running node up (UN in its nodetool status), or
+# says which it does not see by the deadline.
+wait_node_ring() {
+  local k="$1" deadline="$2" i up missing
+  while :; do
+    up="$(ring_up "$k" || true)"
+    missing=""
+    for (( i = 1; i <= CLUSTER_NODES; i++ )); do
+      node_running "$i" || continue
+      grep -qx "$(node_addr "$i")" <<<"$up" || missing="$missing node $i ($(node_addr "$i"))"
+    done
+    [[ -z "$missing" ]] && return 0
+    if (( $(date +%s) >= deadline )); then
+      node_run "$k" nodetool status >&2 || true
+      log "node $k ($(node_addr "$k")) does not see as up:$missing, within $CLUSTER_RING_TIMEOUT s; logs: $(node_log "$k") and those of the nodes named"
+      return 1
+    fi
+    sleep 2
+  done
+}
+
+# wait_ring waits until every running node sees every running node up, asking them all at once
+# (each ask is a nodetool JVM: seconds on a loaded machine).
 wait_ring() {
-  local t0="$1" deadline k i up want missing
+  local t0="$1" deadline k failed=0
   deadline=$(( $(date +%s) + CLUSTER_RING_TIMEOUT ))
+  declare -A pids
   for (( k = 1; k <= CLUSTER_NODES; k++ )); do
     node_running "$k" || continue
-    while :; do
-      up="$(ring_up "$k" || true)"
-      missing=""
-      for (( i = 1; i <= CLUSTER_NODES; i++ )); do
-        node_running "$i" || continue
-        grep -qx "$(node_addr "$i")" <<<"$up" || missing="$missing node $i ($(node_addr "$i"))"
-      done
-      [[ -z "$missing" ]] && break
-      if (( $(date +%s) >= deadline )); then
-        node_run "$k" nodetool status >&2 || true
-        die "node $k ($(node_addr "$k")) does not see as up:$missing, within $CLUSTER_RING_TIMEOUT s; logs: $(node_log "$k") and those of the nodes named"
-      fi
-      sleep 2
-    done
+    wait_node_ring "$k" "$deadline" &
+    pids[$k]=$!
   done
+  for k in "${!pids[@]}"; do wait "${pids[$k]}" || failed=1; done
+  (( failed == 0 )) || die "the ring did not form (see above)"
   echo "ring: every running node sees every running node up after $(since "$t0") s"
 }
 
