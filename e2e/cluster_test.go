@@ -9,7 +9,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,4 +184,90 @@ func logLongestPause(t *testing.T, es []downstream.Execution) {
 	}
 	t.Logf("longest pause between executions: %v after %s; %d executions from %s to %s", longest.Round(time.Millisecond),
 		after.Format("15:04:05.000"), len(es), es[0].Start.Format("15:04:05.000"), es[len(es)-1].Start.Format("15:04:05.000"))
+}
+
+// TestClusterTwoNodesDown kills two of the three nodes mid-drain, so that no write or read at
+// LOCAL_QUORUM can succeed: the workers stay up, `record` fails with a clear error and says that
+// nothing was recorded, nothing already recorded is lost, and the drain resumes and finishes once
+// one node is back. Then the third node is started again, leaving the cluster as it found it.
+// It logs what the workers' /readyz said during the outage and how often each logged a failed
+// cycle (its retry pace against Cassandra).
+func TestClusterTwoNodesDown(t *testing.T) {
+	contact := requireCluster(t)
+	n := clusterNodes(t)
+	if n != 3 {
+		t.Fatalf("this test needs the cluster of 3 nodes (CASSANDRA_CLUSTER_NODES=%d)", n)
+	}
+	t.Setenv("RETRYRING_CASSANDRA", contact)
+	o := shortOptions()
+	o.Replication = "dc1=3"
+	s := newScenario(t, o)
+	s.waitSettled()
+
+	const count = 600
+	s.record(proc.RecordOptions{Count: count})
+	s.waitExecutions(count / 4)
+	failedBefore := cycleFailures(t, s.c.Workers())
+	at := s.mark("kill nodes 2 and 3")
+	t.Log(clusterScript(t, "cluster-kill", "2", "3"))
+
+	b, err := s.c.Record(s.ctx(2*time.Minute), proc.RecordOptions{Count: 30, Instances: 1, Concurrency: 1})
+	s.uncertain = append(s.uncertain, b)
+	if err == nil || !strings.Contains(b.Output, "recorded none of 30 failures across 1 instances in ") ||
+		!strings.Contains(b.Output, "every write failed") || !strings.Contains(b.Output, "LOCAL_QUORUM") {
+		t.Errorf("record with two of three nodes down: %v\n%s\nwant every write failed at LOCAL_QUORUM", err, b.Output)
+	}
+	t.Logf("record with two nodes down said: %s", b.Output)
+	for _, w := range s.c.Workers() {
+		if !w.Running() {
+			t.Errorf("worker %s exited with two of three Cassandra nodes down", w.ID)
+		}
+		t.Logf("%s /readyz with two nodes down: %s", w.ID, readyz(w))
+	}
+	down := time.Since(at)
+	failedDuring := cycleFailures(t, s.c.Workers())
+	for id, c := range failedDuring {
+		t.Logf("%s logged %d failed cycles in the %v since the kill", id, c-failedBefore[id], down.Round(time.Second))
+	}
+
+	t.Log(clusterScript(t, "cluster-start", "2"))
+	back := s.mark("node 2 back")
+	s.addFault(fault{kind: storeOutage, at: at, until: back.Add(15 * time.Second)})
+	s.reconnect()
+	s.waitDrained(drainWait)
+	s.mark("drained with node 3 down")
+	logLongestPause(t, s.ds.Executions())
+	t.Log(clusterScript(t, "cluster-start", "3"))
+	s.check()
+}
+
+// cycleFailures counts, per worker, the "cycle failed" lines of its log.
+func cycleFailures(t *testing.T, ws []*proc.Worker) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, w := range ws {
+		b, err := os.ReadFile(w.LogPath())
+		if err != nil {
+			t.Fatalf("%s log: %v", w.ID, err)
+		}
+		out[w.ID] = strings.Count(string(b), `"message":"cycle failed"`)
+	}
+	return out
+}
+
+// readyz is a worker's /readyz answer: status and body.
+func readyz(w *proc.Worker) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.URL("/readyz"), nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
 }

@@ -21,7 +21,8 @@
 #   CASSANDRA_CLUSTER_DIR      [<repo>/.cassandra-cluster]
 #   CASSANDRA_CLUSTER_HEAP     [512M]
 #   CASSANDRA_CLUSTER_RING_TIMEOUT [120]  seconds cluster-start allows the ring to show every node up
-#   CASSANDRA_LIB_DIR is shared by every node; CASSANDRA_START_TIMEOUT applies to each node.
+#   CASSANDRA_CLUSTER_FIRST_ADDRESS [2]   node K listens on 127.0.0.(this + K - 1)
+#   CASSANDRA_LIB_DIR is shared by every node; CASSANDRA_START_TIMEOUT [300 here] applies to each node.
 #
 # Environment (defaults in brackets):
 #   CASSANDRA_HOME_DIR         [<repo>/.cassandra]  lib/ data/ conf/ log/ cassandra.pid live here
@@ -675,6 +676,9 @@ CLUSTER_NODES="${CASSANDRA_CLUSTER_NODES:-3}"
 CLUSTER_DCS="${CASSANDRA_CLUSTER_DCS:-1}"
 CLUSTER_HEAP="${CASSANDRA_CLUSTER_HEAP:-512M}"
 CLUSTER_RING_TIMEOUT="${CASSANDRA_CLUSTER_RING_TIMEOUT:-120}"
+CLUSTER_FIRST_ADDRESS="${CASSANDRA_CLUSTER_FIRST_ADDRESS:-2}"
+# Three JVMs starting at once on 2 shared cores took 171 s to answer CQL at load average 22.
+CLUSTER_START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-300}"
 # JMX listens on 127.0.0.1 whatever the node's address, so each node needs a port of its own:
 # 7200+K (the shared node has 7199, cassandratest's TLS node 7299).
 CLUSTER_JMX_BASE=7200
@@ -687,11 +691,13 @@ check_cluster_settings() {
     || die "CASSANDRA_CLUSTER_DCS must be a number from 1 to the node count $CLUSTER_NODES (got '$CLUSTER_DCS')"
   [[ "$CLUSTER_HEAP" =~ ^[0-9]+[kKmMgG]$ ]] || die "CASSANDRA_CLUSTER_HEAP must look like 1G or 512M (got '$CLUSTER_HEAP')"
   [[ "$CLUSTER_RING_TIMEOUT" =~ ^[0-9]+$ ]] || die "CASSANDRA_CLUSTER_RING_TIMEOUT must be a number (got '$CLUSTER_RING_TIMEOUT')"
+  [[ "$CLUSTER_FIRST_ADDRESS" =~ ^[0-9]+$ ]] && (( CLUSTER_FIRST_ADDRESS >= 2 && CLUSTER_FIRST_ADDRESS <= 255 - CLUSTER_NODES )) \
+    || die "CASSANDRA_CLUSTER_FIRST_ADDRESS must be a number from 2 to $(( 255 - CLUSTER_NODES )) (got '$CLUSTER_FIRST_ADDRESS'): 127.0.0.1 is the shared node's"
   mkdir -p "$CLUSTER_DIR"
   CLUSTER_DIR="$(cd "$CLUSTER_DIR" && pwd)" # node_running compares it with the JVM's command line
 }
 
-node_addr() { echo "127.0.0.$(( $1 + 1 ))"; }
+node_addr() { echo "127.0.0.$(( CLUSTER_FIRST_ADDRESS + $1 - 1 ))"; }
 node_home() { echo "$CLUSTER_DIR/node$1"; }
 node_log() { echo "$(node_home "$1")/log/system.log"; }
 
@@ -732,7 +738,7 @@ node_run() {
     CASSANDRA_JMX_PORT=$(( CLUSTER_JMX_BASE + k )) CASSANDRA_HEAP="$CLUSTER_HEAP" \
     CASSANDRA_CLUSTER_NAME="$CLUSTER_NAME_OF_NODES" CASSANDRA_SEEDS="$(cluster_seeds)" \
     CASSANDRA_INITIAL_TOKEN="$(node_token "$k")" CASSANDRA_AUTO_BOOTSTRAP=false \
-    CASSANDRA_DC="$(node_dc "$k")" CASSANDRA_RACK=rack1 \
+    CASSANDRA_DC="$(node_dc "$k")" CASSANDRA_RACK=rack1 CASSANDRA_START_TIMEOUT="$CLUSTER_START_TIMEOUT" \
     "${BASH_SOURCE[0]}" "$@"
 }
 
@@ -813,8 +819,8 @@ wait_ring() {
 
 cmd_cluster_start() {
   check_cluster_settings
-  lib_complete || with_lock cmd_fetch
   check_layout
+  lib_complete || with_lock cmd_fetch
   local nodes; nodes="$(cluster_nodes "$@")"
   # Build the readiness checker once, before the JVMs compete for the cores.
   BIN_DIR="$CLUSTER_DIR/bin" cqlping_bin >/dev/null || log "warning: cannot build cqlping; readiness falls back to an open port"
@@ -858,8 +864,9 @@ cmd_cluster_stop() {
 cmd_cluster_kill() {
   check_cluster_settings
   (( $# > 0 )) || die "usage: cluster-kill K [K...]"
-  local k
-  for k in $(cluster_nodes "$@"); do echo "node $k: $(node_run "$k" kill)"; done
+  local nodes k
+  nodes="$(cluster_nodes "$@")" # an assignment, so that a refusal ends the script
+  for k in $nodes; do echo "node $k: $(node_run "$k" kill)"; done
 }
 
 # cmd_cluster_status: exit 0 when every node runs and answers CQL, 3 when none runs, 1 otherwise.
