@@ -213,9 +213,12 @@ func TestClusterTwoNodesDown(t *testing.T) {
 
 	b, err := s.c.Record(s.ctx(2*time.Minute), proc.RecordOptions{Count: 30, Instances: 1, Concurrency: 1})
 	s.uncertain = append(s.uncertain, b)
+	// The first error is Cassandra's "Cannot achieve consistency level LOCAL_QUORUM" once node 1
+	// marked the others down, a timeout before (seen: "gocql: no response received from cassandra
+	// within timeout period" 16 s after the kill): the summary says which.
 	if err == nil || !strings.Contains(b.Output, "recorded none of 30 failures across 1 instances in ") ||
-		!strings.Contains(b.Output, "every write failed") || !strings.Contains(b.Output, "LOCAL_QUORUM") {
-		t.Errorf("record with two of three nodes down: %v\n%s\nwant every write failed at LOCAL_QUORUM", err, b.Output)
+		!strings.Contains(b.Output, "every write failed (") || !strings.Contains(b.Output, "statements sent); first error: recorder: ") {
+		t.Errorf("record with two of three nodes down: %v\n%s\nwant every write failed, with the first error", err, b.Output)
 	}
 	t.Logf("record with two nodes down said: %s", b.Output)
 	for _, w := range s.c.Workers() {
