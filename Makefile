@@ -161,7 +161,7 @@ cassandra-cluster-status:
 # machine); see docs/cassandra.md for its time.
 test-cluster: build
 	scripts/cassandra.sh cluster-start
-	status=0; E2E_BIN=$(abspath $(BIN))/retryring $(GO) test -race -count=1 -tags cluster -timeout $(TEST_TIMEOUT) \
+	status=0; E2E_BIN=$(abspath $(BIN))/retryring $(GO) test -race -count=1 -v -tags cluster -timeout $(TEST_TIMEOUT) \
 		-run '^TestCluster' ./e2e || status=$$?; scripts/cassandra.sh cluster-stop; exit $$status
 
 chromium:
