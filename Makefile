@@ -16,7 +16,8 @@ export CASSANDRA_TOMBSTONE_WARN ?= 100
 TEST_TIMEOUT ?= 30m
 
 .PHONY: all build test test-unit test-go lint vet fmt demo chaos bench bench-ring bench-flow bench-swarm clean \
-        chart-check image image-deps cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium
+        chart-check image image-deps cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium \
+        cassandra-cluster-start cassandra-cluster-stop cassandra-cluster-status test-cluster
 
 all: build
 
@@ -141,6 +142,27 @@ cassandra-kill:
 
 cassandra-logs:
 	scripts/cassandra.sh logs
+
+# A cluster of CASSANDRA_CLUSTER_NODES (3) nodes on 127.0.0.2 and up, beside the single node of
+# `make test` (docs/cassandra.md, "A cluster on loopback"); CASSANDRA_CLUSTER_DCS=2 splits it into
+# two datacenters. About 4 GB of memory for three nodes.
+cassandra-cluster-start:
+	scripts/cassandra.sh cluster-start
+
+cassandra-cluster-stop:
+	scripts/cassandra.sh cluster-stop
+
+cassandra-cluster-status:
+	scripts/cassandra.sh cluster-status
+
+# The data plane on the three-node cluster (e2e, build tag cluster): schema apply with dc1=3, and a
+# drain at LOCAL_QUORUM with a node killed mid-drain. Starts the cluster (one datacenter) and stops
+# it at the end, whatever the tests did. Not in `make test` (the cluster takes most of a small
+# machine); see docs/cassandra.md for its time.
+test-cluster: build
+	scripts/cassandra.sh cluster-start
+	status=0; E2E_BIN=$(abspath $(BIN))/retryring $(GO) test -race -count=1 -v -tags cluster -timeout $(TEST_TIMEOUT) \
+		-run '^TestCluster' ./e2e || status=$$?; scripts/cassandra.sh cluster-stop; exit $$status
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }

@@ -8,6 +8,10 @@ var (
 	ErrKeyspace = errors.New("cassandra: invalid keyspace name")
 	// ErrReplication means a replication setting is malformed or has a factor below one.
 	ErrReplication = errors.New("cassandra: invalid replication")
+	// ErrReplicationUnmet means the cluster has fewer nodes than a replication places replicas
+	// on (in all, or in a datacenter it names): Cassandra would create the keyspace, and then
+	// every write at a quorum would fail. The message names the shortfall and the cluster's nodes.
+	ErrReplicationUnmet = errors.New("cassandra: replication refused")
 	// ErrConsistency means a consistency level name is not one Cassandra knows.
 	ErrConsistency = errors.New("cassandra: invalid consistency level")
 	// ErrWeakConsistency means the consistency level reads or writes fewer replicas than a quorum

@@ -158,10 +158,18 @@ func Schema(keyspace string, r Replication) ([]string, error) {
 
 // ApplySchema creates the keyspace and the tables that do not exist yet, and adds to existing
 // tables the columns a later release introduced (addedColumns). It changes no table option:
-// changing a live table's options is an operator's decision.
+// changing a live table's options is an operator's decision. It first refuses, with
+// ErrReplicationUnmet, a replication the cluster has too few nodes for (CheckReplication).
 func ApplySchema(ctx context.Context, s *gocql.Session, keyspace string, r Replication) error {
 	stmts, err := Schema(keyspace, r)
 	if err != nil {
+		return err
+	}
+	dcs, err := ReadDatacenters(ctx, s)
+	if err != nil {
+		return fmt.Errorf("cassandra: apply schema: %w", err)
+	}
+	if err := CheckReplication(r, dcs); err != nil {
 		return err
 	}
 	for _, stmt := range stmts {

@@ -4,6 +4,25 @@
 # See docs/cassandra.md.
 #
 # Usage: scripts/cassandra.sh fetch|start|stop|status|wait|drain|kill|logs [-f] [system|tombstones|stdout]|nodetool ARGS...
+#        scripts/cassandra.sh cluster-start [K...]|cluster-stop [K...]|cluster-restart [K...]|cluster-kill K...
+#                             |cluster-status|cluster-wipe|cluster-nodetool K ARGS...|cluster-logs K [-f] [system|...]
+#
+# The cluster-* commands run a cluster of N nodes (default 3) on 127.0.0.2 ... 127.0.0.(N+1), ports
+# 9042/7000 on each address and JMX 7200+K on 127.0.0.1, cluster name retryring-cluster, every node a
+# seed, one token a node spread evenly per datacenter, auto_bootstrap: false, 512M heaps,
+# GossipingPropertyFileSnitch (datacenters dc1, dc2, ...; rack1). Node K lives in
+# .cassandra-cluster/nodeK and shares the jars of .cassandra/lib. cluster-start starts the nodes
+# given (all by default) together and waits until each answers CQL and every running node sees
+# every running node up (nodetool status); cluster-kill is SIGKILL; cluster-restart K stops and
+# starts K; cluster-wipe deletes the stopped cluster's data. Status exits 0 all up, 3 none running.
+#   CASSANDRA_CLUSTER_NODES    [3]    nodes, 1 to 20
+#   CASSANDRA_CLUSTER_DCS      [1]    datacenters: the nodes split in contiguous blocks dc1, dc2, ...
+#                                     (2 with 3 nodes: nodes 1-2 in dc1, node 3 in dc2)
+#   CASSANDRA_CLUSTER_DIR      [<repo>/.cassandra-cluster]
+#   CASSANDRA_CLUSTER_HEAP     [512M]
+#   CASSANDRA_CLUSTER_RING_TIMEOUT [120]  seconds cluster-start allows the ring to show every node up
+#   CASSANDRA_CLUSTER_FIRST_ADDRESS [2]   node K listens on 127.0.0.(this + K - 1)
+#   CASSANDRA_LIB_DIR is shared by every node; CASSANDRA_START_TIMEOUT [300 here] applies to each node.
 #
 # Environment (defaults in brackets):
 #   CASSANDRA_HOME_DIR         [<repo>/.cassandra]  lib/ data/ conf/ log/ cassandra.pid live here
@@ -49,7 +68,8 @@ LIB_DIR="${CASSANDRA_LIB_DIR:-$HOME_DIR/lib}"
 DATA_DIR="$HOME_DIR/data"
 CONF_DIR="$HOME_DIR/conf"
 LOG_DIR="$HOME_DIR/log"
-BIN_DIR="$HOME_DIR/bin"
+# The cluster-* commands build cqlping once for all their nodes.
+BIN_DIR="${CASSANDRA_BIN_DIR:-$HOME_DIR/bin}"
 PID_FILE="$HOME_DIR/cassandra.pid"
 LOCK_FILE="$HOME_DIR/.lock"
 MARKER="$LIB_DIR/.complete"
@@ -59,6 +79,12 @@ PORT="${CASSANDRA_PORT:-9042}"
 STORAGE_PORT="${CASSANDRA_STORAGE_PORT:-7000}"
 JMX_PORT="${CASSANDRA_JMX_PORT:-7199}"
 CLUSTER_NAME="${CASSANDRA_CLUSTER_NAME:-retryring}"
+# Set by the cluster-* commands for each node they start (a node alone leaves them unset).
+SEEDS="${CASSANDRA_SEEDS:-$LISTEN:$STORAGE_PORT}"
+INITIAL_TOKEN="${CASSANDRA_INITIAL_TOKEN:-0}"
+AUTO_BOOTSTRAP="${CASSANDRA_AUTO_BOOTSTRAP:-}"
+DC="${CASSANDRA_DC:-}"
+RACK="${CASSANDRA_RACK:-rack1}"
 COMMITLOG_SYNC="${CASSANDRA_COMMITLOG_SYNC:-periodic}"
 TOMBSTONE_WARN="${CASSANDRA_TOMBSTONE_WARN:-1000}"
 TOMBSTONE_FAIL="${CASSANDRA_TOMBSTONE_FAIL:-100000}"
@@ -250,13 +276,13 @@ write_yaml() {
 # Written by scripts/cassandra.sh on every start; edits are lost. See docs/cassandra.md.
 cluster_name: '$CLUSTER_NAME'
 num_tokens: 1
-initial_token: 0
+initial_token: $INITIAL_TOKEN
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
-endpoint_snitch: SimpleSnitch
+endpoint_snitch: $(snitch)
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "$LISTEN:$STORAGE_PORT"
+      - seeds: "$SEEDS"
 listen_address: $LISTEN
 rpc_address: $LISTEN
 storage_port: $STORAGE_PORT
@@ -275,7 +301,21 @@ hinted_handoff_enabled: false
 tombstone_warn_threshold: $TOMBSTONE_WARN
 tombstone_failure_threshold: $TOMBSTONE_FAIL
 EOF
+  if [[ -n "$AUTO_BOOTSTRAP" ]]; then
+    echo "auto_bootstrap: $AUTO_BOOTSTRAP" >>"$out"
+  fi
   write_security_yaml >>"$out"
+}
+
+# snitch is SimpleSnitch (datacenter1, rack1) unless a datacenter is named: then
+# GossipingPropertyFileSnitch, which reads conf/cassandra-rackdc.properties.
+snitch() {
+  if [[ -n "$DC" ]]; then echo GossipingPropertyFileSnitch; else echo SimpleSnitch; fi
+}
+
+write_rackdc() {
+  [[ -n "$DC" ]] || return 0
+  printf '# Written by scripts/cassandra.sh on every start.\ndc=%s\nrack=%s\n' "$DC" "$RACK" >"$1"
 }
 
 tls_on() { [[ -n "$TLS_CERT" || -n "$TLS_KEY" ]]; }
@@ -441,6 +481,9 @@ jvm_args() {
     -Dcassandra.jmx.local.port="$JMX_PORT"
     -Dlogback.configurationFile="file://$CONF_DIR/logback.xml"
   )
+  if [[ -n "$DC" ]]; then
+    JVM_ARGS+=(-Dcassandra-rackdc.properties="file://$CONF_DIR/cassandra-rackdc.properties")
+  fi
 }
 
 # ---------------------------------------------------------------- commands
@@ -495,6 +538,7 @@ do_start() {
   mv "$yaml_new" "$CONF_DIR/cassandra.yaml"
   install_tls_files
   write_logback "$CONF_DIR/logback.xml"
+  write_rackdc "$CONF_DIR/cassandra-rackdc.properties"
   jvm_args
   # Build the readiness checker before the JVM competes for the 2 cores.
   cqlping_bin >/dev/null || log "warning: cannot build cqlping; readiness falls back to an open port"
@@ -620,6 +664,249 @@ cmd_logs() {
   tail -n 200 "${follow[@]}" "$f"
 }
 
+# ---------------------------------------------------------------- cluster
+#
+# A cluster of CASSANDRA_CLUSTER_NODES nodes on 127.0.0.2 and up, each a node of the commands above
+# with its own home dir (.cassandra-cluster/nodeK): this script runs itself once per node with the
+# node's environment. 127.0.0.1 stays the single node of `make test`; another cluster name and
+# seeds only among the cluster's own nodes keep the two from ever gossiping.
+
+CLUSTER_DIR="${CASSANDRA_CLUSTER_DIR:-$REPO_ROOT/.cassandra-cluster}"
+CLUSTER_NODES="${CASSANDRA_CLUSTER_NODES:-3}"
+CLUSTER_DCS="${CASSANDRA_CLUSTER_DCS:-1}"
+CLUSTER_HEAP="${CASSANDRA_CLUSTER_HEAP:-512M}"
+CLUSTER_RING_TIMEOUT="${CASSANDRA_CLUSTER_RING_TIMEOUT:-120}"
+CLUSTER_FIRST_ADDRESS="${CASSANDRA_CLUSTER_FIRST_ADDRESS:-2}"
+# Three JVMs starting at once on 2 shared cores took 171 s to answer CQL at load average 22.
+CLUSTER_START_TIMEOUT="${CASSANDRA_START_TIMEOUT:-300}"
+# JMX listens on 127.0.0.1 whatever the node's address, so each node needs a port of its own:
+# 7200+K (the shared node has 7199, cassandratest's TLS node 7299).
+CLUSTER_JMX_BASE=7200
+CLUSTER_NAME_OF_NODES=retryring-cluster
+
+check_cluster_settings() {
+  [[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] && (( CLUSTER_NODES >= 1 && CLUSTER_NODES <= 20 )) \
+    || die "CASSANDRA_CLUSTER_NODES must be a number from 1 to 20 (got '$CLUSTER_NODES')"
+  [[ "$CLUSTER_DCS" =~ ^[0-9]+$ ]] && (( CLUSTER_DCS >= 1 && CLUSTER_DCS <= CLUSTER_NODES )) \
+    || die "CASSANDRA_CLUSTER_DCS must be a number from 1 to the node count $CLUSTER_NODES (got '$CLUSTER_DCS')"
+  [[ "$CLUSTER_HEAP" =~ ^[0-9]+[kKmMgG]$ ]] || die "CASSANDRA_CLUSTER_HEAP must look like 1G or 512M (got '$CLUSTER_HEAP')"
+  [[ "$CLUSTER_RING_TIMEOUT" =~ ^[0-9]+$ ]] || die "CASSANDRA_CLUSTER_RING_TIMEOUT must be a number (got '$CLUSTER_RING_TIMEOUT')"
+  [[ "$CLUSTER_FIRST_ADDRESS" =~ ^[0-9]+$ ]] && (( CLUSTER_FIRST_ADDRESS >= 2 && CLUSTER_FIRST_ADDRESS <= 255 - CLUSTER_NODES )) \
+    || die "CASSANDRA_CLUSTER_FIRST_ADDRESS must be a number from 2 to $(( 255 - CLUSTER_NODES )) (got '$CLUSTER_FIRST_ADDRESS'): 127.0.0.1 is the shared node's"
+  mkdir -p "$CLUSTER_DIR"
+  CLUSTER_DIR="$(cd "$CLUSTER_DIR" && pwd)" # node_running compares it with the JVM's command line
+}
+
+node_addr() { echo "127.0.0.$(( CLUSTER_FIRST_ADDRESS + $1 - 1 ))"; }
+node_home() { echo "$CLUSTER_DIR/node$1"; }
+node_log() { echo "$(node_home "$1")/log/system.log"; }
+
+# node_dc splits the nodes into CLUSTER_DCS contiguous blocks: dc1 first.
+node_dc() { echo "dc$(( ($1 - 1) * CLUSTER_DCS / CLUSTER_NODES + 1 ))"; }
+
+# node_token spreads the tokens of each datacenter evenly over the Murmur3 ring (one token a
+# node), each datacenter offset by its number so that no two nodes share a token: the usual
+# layout for NetworkTopologyStrategy, which places the replicas of each datacenter on its own ring.
+node_token() {
+  local k="$1" dc i m=0 j=0
+  dc="$(node_dc "$k")"
+  for (( i = 1; i <= CLUSTER_NODES; i++ )); do
+    [[ "$(node_dc "$i")" == "$dc" ]] || continue
+    (( i < k )) && j=$(( j + 1 ))
+    m=$(( m + 1 ))
+  done
+  # 2 * (j * (2^63-1)/m - 2^62) stays inside 64-bit arithmetic and spans [-2^63, 2^63).
+  echo $(( 2 * (j * (9223372036854775807 / m) - 4611686018427387904) + ${dc#dc} - 1 ))
+}
+
+# cluster_seeds: every node is a seed. Seeds skip the shadow gossip round that a non-seed node
+# needs a live seed for, so the nodes can start together and any one can restart alone; with
+# auto_bootstrap: false and fixed tokens a seed has nothing to bootstrap anyway.
+cluster_seeds() {
+  local k out=""
+  for (( k = 1; k <= CLUSTER_NODES; k++ )); do out="$out${out:+,}$(node_addr "$k"):7000"; done
+  echo "$out"
+}
+
+# node_run runs this script for node K with the node's environment (and none of the TLS or
+# authentication settings of a single node).
+node_run() {
+  local k="$1"; shift
+  env -u CASSANDRA_TLS_CERT -u CASSANDRA_TLS_KEY -u CASSANDRA_TLS_CA -u CASSANDRA_TLS_CLIENT_AUTH -u CASSANDRA_AUTH \
+    CASSANDRA_HOME_DIR="$(node_home "$k")" CASSANDRA_LIB_DIR="$LIB_DIR" CASSANDRA_BIN_DIR="$CLUSTER_DIR/bin" \
+    CASSANDRA_LISTEN_ADDRESS="$(node_addr "$k")" CASSANDRA_PORT=9042 CASSANDRA_STORAGE_PORT=7000 \
+    CASSANDRA_JMX_PORT=$(( CLUSTER_JMX_BASE + k )) CASSANDRA_HEAP="$CLUSTER_HEAP" \
+    CASSANDRA_CLUSTER_NAME="$CLUSTER_NAME_OF_NODES" CASSANDRA_SEEDS="$(cluster_seeds)" \
+    CASSANDRA_INITIAL_TOKEN="$(node_token "$k")" CASSANDRA_AUTO_BOOTSTRAP=false \
+    CASSANDRA_DC="$(node_dc "$k")" CASSANDRA_RACK=rack1 CASSANDRA_START_TIMEOUT="$CLUSTER_START_TIMEOUT" \
+    "${BASH_SOURCE[0]}" "$@"
+}
+
+# cluster_layout names what the data dirs were created for: a node refuses to start in another
+# datacenter than the one its data says, and tokens differ with the node count.
+cluster_layout() { echo "nodes=$CLUSTER_NODES dcs=$CLUSTER_DCS"; }
+
+check_layout() {
+  local f="$CLUSTER_DIR/layout"
+  if [[ -f "$f" ]] && [[ "$(cat "$f")" != "$(cluster_layout)" ]]; then
+    die "the cluster in $CLUSTER_DIR was created with $(cat "$f"), not $(cluster_layout): run 'scripts/cassandra.sh cluster-wipe' first (it deletes the cluster's data), or set CASSANDRA_CLUSTER_NODES / CASSANDRA_CLUSTER_DCS as it was"
+  fi
+  mkdir -p "$CLUSTER_DIR"
+  cluster_layout >"$f"
+}
+
+# cluster_nodes prints the node numbers given ("1 3"), or all of them; it refuses others.
+cluster_nodes() {
+  if (( $# == 0 )); then seq 1 "$CLUSTER_NODES"; return; fi
+  local k
+  for k in "$@"; do
+    [[ "$k" =~ ^[0-9]+$ ]] && (( k >= 1 && k <= CLUSTER_NODES )) || die "no node '$k': nodes are 1 to $CLUSTER_NODES"
+    echo "$k"
+  done
+}
+
+# node_running: as running() above, for node K.
+node_running() {
+  local home pid cmdline
+  home="$(node_home "$1")"
+  pid="$(cat "$home/cassandra.pid" 2>/dev/null)" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || return 1
+  [[ "$cmdline" == *CassandraDaemon* && "$cmdline" == *"-Dcassandra.storagedir=$home/data "* ]]
+}
+
+# ring_up prints the nodes that node K's gossip shows up and normal, one address a line.
+ring_up() {
+  node_run "$1" nodetool status 2>/dev/null | awk '$1 == "UN" { sub(/:.*/, "", $2); print $2 }'
+}
+
+# wait_node_ring waits until node K sees every running node up (UN in its nodetool status), or
+# says which it does not see by the deadline.
+wait_node_ring() {
+  local k="$1" deadline="$2" i up missing
+  while :; do
+    up="$(ring_up "$k" || true)"
+    missing=""
+    for (( i = 1; i <= CLUSTER_NODES; i++ )); do
+      node_running "$i" || continue
+      grep -qx "$(node_addr "$i")" <<<"$up" || missing="$missing node $i ($(node_addr "$i"))"
+    done
+    [[ -z "$missing" ]] && return 0
+    if (( $(date +%s) >= deadline )); then
+      node_run "$k" nodetool status >&2 || true
+      log "node $k ($(node_addr "$k")) does not see as up:$missing, within $CLUSTER_RING_TIMEOUT s; logs: $(node_log "$k") and those of the nodes named"
+      return 1
+    fi
+    sleep 2
+  done
+}
+
+# wait_ring waits until every running node sees every running node up, asking them all at once
+# (each ask is a nodetool JVM: seconds on a loaded machine).
+wait_ring() {
+  local t0="$1" deadline k failed=0
+  deadline=$(( $(date +%s) + CLUSTER_RING_TIMEOUT ))
+  declare -A pids
+  for (( k = 1; k <= CLUSTER_NODES; k++ )); do
+    node_running "$k" || continue
+    wait_node_ring "$k" "$deadline" &
+    pids[$k]=$!
+  done
+  for k in "${!pids[@]}"; do wait "${pids[$k]}" || failed=1; done
+  (( failed == 0 )) || die "the ring did not form (see above)"
+  echo "ring: every running node sees every running node up after $(since "$t0") s"
+}
+
+cmd_cluster_start() {
+  check_cluster_settings
+  check_layout
+  lib_complete || with_lock cmd_fetch
+  local nodes; nodes="$(cluster_nodes "$@")"
+  # Build the readiness checker once, before the JVMs compete for the cores.
+  BIN_DIR="$CLUSTER_DIR/bin" cqlping_bin >/dev/null || log "warning: cannot build cqlping; readiness falls back to an open port"
+  local t0 k pid failed=0; t0="$(now)"
+  declare -A pids
+  for k in $nodes; do
+    node_run "$k" start >"$CLUSTER_DIR/node$k.start.log" 2>&1 &
+    pids[$k]=$!
+  done
+  for k in $nodes; do
+    if wait "${pids[$k]}"; then
+      echo "node $k ($(node_addr "$k"), $(node_dc "$k"), token $(node_token "$k")): $(tail -n1 "$CLUSTER_DIR/node$k.start.log")"
+    else
+      failed=1
+      cat "$CLUSTER_DIR/node$k.start.log" >&2
+      log "node $k ($(node_addr "$k")) did not come up: see its log $(node_log "$k") (and $(node_home "$k")/log/stdout.log)"
+    fi
+  done
+  (( failed == 0 )) || die "cluster start failed (nodes that did start keep running: 'scripts/cassandra.sh cluster-stop')"
+  wait_ring "$t0"
+  echo "cluster of $CLUSTER_NODES nodes ($(cluster_layout)) ready in $(since "$t0") s; contact point $(node_addr 1):9042"
+}
+
+cmd_cluster_stop() {
+  check_cluster_settings
+  local nodes k; nodes="$(cluster_nodes "$@")"
+  declare -A pids
+  for k in $nodes; do
+    node_run "$k" stop >"$CLUSTER_DIR/node$k.stop.log" 2>&1 &
+    pids[$k]=$!
+  done
+  local failed=0
+  for k in $nodes; do
+    if wait "${pids[$k]}"; then echo "node $k: $(tail -n1 "$CLUSTER_DIR/node$k.stop.log")"
+    else failed=1; cat "$CLUSTER_DIR/node$k.stop.log" >&2
+    fi
+  done
+  return "$failed"
+}
+
+cmd_cluster_kill() {
+  check_cluster_settings
+  (( $# > 0 )) || die "usage: cluster-kill K [K...]"
+  local nodes k
+  nodes="$(cluster_nodes "$@")" # an assignment, so that a refusal ends the script
+  for k in $nodes; do echo "node $k: $(node_run "$k" kill)"; done
+}
+
+# cmd_cluster_status: exit 0 when every node runs and answers CQL, 3 when none runs, 1 otherwise.
+cmd_cluster_status() {
+  check_cluster_settings
+  local k rc=0 running=0 out first=""
+  for (( k = 1; k <= CLUSTER_NODES; k++ )); do
+    if out="$(node_run "$k" status)"; then
+      running=$(( running + 1 )); first="${first:-$k}"
+    else
+      rc=1
+      node_running "$k" && running=$(( running + 1 ))
+    fi
+    echo "node $k ($(node_dc "$k")): $out"
+  done
+  (( running == 0 )) && return 3
+  [[ -n "$first" ]] && { echo "ring as node $first sees it:"; node_run "$first" nodetool status || rc=1; }
+  return "$rc"
+}
+
+cmd_cluster_wipe() {
+  check_cluster_settings
+  local k
+  for (( k = 1; k <= 20; k++ )); do
+    if [[ -d "$(node_home "$k")" ]] && node_running "$k"; then
+      die "node $k still runs: 'scripts/cassandra.sh cluster-stop' first"
+    fi
+  done
+  for (( k = 1; k <= 20; k++ )); do rm -rf "$(node_home "$k")/data" "$CLUSTER_DIR/node$k".*.log; done
+  rm -f "$CLUSTER_DIR/layout"
+  echo "cluster data removed from $CLUSTER_DIR"
+}
+
+cmd_cluster_node() {
+  local sub="$1" k="${2:-}"; shift 2 || die "usage: cluster-$sub K ..."
+  check_cluster_settings
+  k="$(cluster_nodes "$k")"
+  node_run "$k" "$sub" "$@"
+}
+
 usage() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
   exit 2
@@ -637,6 +924,14 @@ main() {
     kill) cmd_kill ;;
     logs) cmd_logs "$@" ;;
     nodetool) cmd_nodetool "$@" ;;
+    cluster-start) cmd_cluster_start "$@" ;;
+    cluster-stop) cmd_cluster_stop "$@" ;;
+    cluster-restart) cmd_cluster_stop "$@" && cmd_cluster_start "$@" ;;
+    cluster-kill) cmd_cluster_kill "$@" ;;
+    cluster-status) cmd_cluster_status ;;
+    cluster-wipe) cmd_cluster_wipe ;;
+    cluster-nodetool) cmd_cluster_node nodetool "$@" ;;
+    cluster-logs) cmd_cluster_node logs "$@" ;;
     *) usage ;;
   esac
 }

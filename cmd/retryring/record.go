@@ -142,14 +142,24 @@ func runRecord(ctx context.Context, cmd *cobra.Command, o recordOptions) error {
 	for _, r := range recs {
 		statements += r.Stats().Statements
 	}
-	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "recorded %d failures (%d failed) across %d instances in %v: %.0f/s, %.3f statements per failure\n",
-		done.Load(), failed.Load(), o.instances, elapsed.Round(time.Millisecond),
-		float64(done.Load())/elapsed.Seconds(), float64(statements)/float64(max(done.Load(), 1)))
+	fmt.Fprintln(cmd.OutOrStdout(), recordSummary(done.Load(), failed.Load(), o.instances, elapsed, statements, firstErr))
 	if firstErr != nil {
 		return fmt.Errorf("record: %d failures not recorded, first error: %w", failed.Load(), firstErr)
 	}
 	return ctx.Err()
+}
+
+// recordSummary is record's last line: the rate and the cost of a recorded failure. With none
+// recorded there is no cost to give (statements divided by zero failures): it says that every
+// write failed, how many statements that took, and the first error.
+func recordSummary(done, failed int64, instances int, elapsed time.Duration, statements uint64, firstErr error) string {
+	if done == 0 && failed > 0 {
+		return fmt.Sprintf("recorded none of %d failures across %d instances in %v: every write failed (%d statements sent); first error: %v",
+			failed, instances, elapsed.Round(time.Millisecond), statements, firstErr)
+	}
+	return fmt.Sprintf("recorded %d failures (%d failed) across %d instances in %v: %.0f/s, %.3f statements per failure",
+		done, failed, instances, elapsed.Round(time.Millisecond),
+		float64(done)/elapsed.Seconds(), float64(statements)/float64(max(done, 1)))
 }
 
 // backdateBatch is how many failures one RecordAt call writes: the late protocol publishes the

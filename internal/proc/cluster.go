@@ -50,6 +50,8 @@ type Options struct {
 	// records; StartCluster applies the schema to it (idempotent) unless SkipSchema.
 	Keyspace   string
 	SkipSchema bool
+	// Replication is `schema apply --replication` ("3", "dc1=3,dc2=3"). Default: the binary's (1).
+	Replication string
 	// Ring is the ring of every worker and record. Default DefaultRing.
 	Ring lease.RingKey
 	// WindowMinutes is L for workers and records. Default 1.
@@ -546,12 +548,13 @@ func (c *Cluster) WaitSettled(ctx context.Context) (coordinator.RingView, error)
 	}
 }
 
-// ApplySchema runs `retryring schema apply` for the cluster's keyspace.
+// ApplySchema runs `retryring schema apply` for the cluster's keyspace, with its Replication.
 func (c *Cluster) ApplySchema(ctx context.Context) error {
-	_, err := c.Group.Run(ctx, Spec{
-		Name: "schema", Path: c.opts.Binary,
-		Args: []string{"schema", "apply", "--cassandra", c.opts.Cassandra, "--keyspace", c.opts.Keyspace},
-	})
+	args := []string{"schema", "apply", "--cassandra", c.opts.Cassandra, "--keyspace", c.opts.Keyspace}
+	if c.opts.Replication != "" {
+		args = append(args, "--replication", c.opts.Replication)
+	}
+	_, err := c.Group.Run(ctx, Spec{Name: "schema", Path: c.opts.Binary, Args: args})
 	return err
 }
 
