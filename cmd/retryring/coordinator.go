@@ -48,8 +48,6 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 			if err := node.Start(cmd.Context()); err != nil {
 				return err
 			}
-			log.Info().Str("node_id", cfg.NodeID).Str("rsocket_addr", node.RSocketAddr()).
-				Str("http_addr", node.HTTPAddr()).Str("raft_addr", node.RaftAddr()).Msg("coordinator started")
 			select {
 			case <-cmd.Context().Done():
 			case err := <-node.Failed():

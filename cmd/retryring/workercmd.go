@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,66 +112,18 @@ func defaultWorkerID() string {
 }
 
 func runWorker(ctx context.Context, o workerOptions) error {
-	parent, err := o.lf.logger(stderr)
+	s, err := o.setup()
 	if err != nil {
 		return err
 	}
-	// The lease client and the scanner add their component and the worker id themselves: they get
-	// the parent logger, and only the lines of this command are given the worker id here.
-	log := parent.With().Str("worker_id", o.workerID).Logger()
-	routeRSocketLogs(log)
-	ring := o.ring.key()
-	policies, err := o.policies()
-	if err != nil {
-		return err
-	}
-	cfg := o.cfg
-	cfg.Region, cfg.Cluster, cfg.Service, cfg.WorkerID = ring.Region, ring.Cluster, ring.Service, o.workerID
-	cfg.WindowMinutes = o.ring.windowMinutes
-	cfg.Policies = policies
-	cfg.Logger = parent
-	if err := cfg.Validate(); err != nil { // before anything connects: a bad flag is said at once
-		return err
-	}
-	if o.cassandraLostAfter <= 0 {
-		return fmt.Errorf("--cassandra-lost-after %v must be positive: it is how long Cassandra may be unreachable before the worker gives its ranges back", o.cassandraLostAfter)
-	}
-	token, err := workerTokenFrom(o.tokenFile, os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	coordinatorTLS, err := o.tf.config()
-	if err != nil {
-		return err
-	}
-	cassandraConfig, err := o.cf.config()
-	if err != nil {
-		return err
-	}
-	cassandraConfig.Logger = newGocqlLogger(log)
-	// A configuration error (a consistency level, an unreadable certificate) is said at once;
-	// what Cassandra itself answers is retried below.
-	if _, err := cassandraConfig.ClusterConfig(); err != nil {
-		return err
-	}
-	// One clock for everything the worker times and stamps: windows, the guard, the clock check,
-	// write stamps and a checked delete's tombstone. A test's skewed clock skews them all, as a
-	// host's skewed clock would.
-	clock := o.clock
-	if clock == nil {
-		clock = lease.SystemClock{}
-	}
-	cfg.Clock, cfg.WriteClock = clock, clock
-	guard := lease.NewGuard(clock, leaseclient.DefaultGuardMargin)
-
 	// Alive at once, ready once it can work: /healthz answers before Cassandra does, and /readyz
 	// says what the worker waits for.
 	ready := &readiness{}
 	var scanner *worker.Scanner // built once Cassandra is up; the client's hooks run only after
 	clientConfig := func(incarnation string) leaseclient.Config {
 		return leaseclient.Config{
-			WorkerID: o.workerID, Ring: ring, Coordinators: splitList(o.coordinators), Incarnation: incarnation,
-			Token: token, TLS: coordinatorTLS, Logger: parent, Clock: clock, Guard: guard,
+			WorkerID: o.workerID, Ring: s.ring, Coordinators: splitList(o.coordinators), Incarnation: incarnation,
+			Token: s.token, TLS: s.coordinatorTLS, Logger: s.parent, Clock: s.clock, Guard: s.guard,
 			Drain: func(ctx context.Context, old, next lease.Lease) error {
 				return scanner.Drain(ctx, old, next)
 			},
@@ -184,34 +137,18 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	if err != nil {
 		return err
 	}
-
 	deps := &dependencyStats{}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newDependencyMetrics(deps), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	stopHTTP, err := serveWorkerHTTP(o.httpAddr, workerIdentity{o.workerID, first.Incarnation(), guard, ready}, reg, log)
+	stopHTTP, err := serveWorkerHTTP(o.httpAddr, workerIdentity{o.workerID, first.Incarnation(), s.guard, ready}, reg, s.log)
 	if err != nil {
 		return err
 	}
 	defer stopHTTP()
 
-	// While Cassandra is awaited, the coordinators are asked whether they admit this worker, so
-	// that a refused token or certificate shows now; the check stops before the worker joins.
-	checkCtx, stopCheck := context.WithCancel(ctx)
-	checkDone := make(chan struct{})
-	go func() {
-		defer close(checkDone)
-		checkCredentials(checkCtx, first.CheckCredentials, ready, log, time.Now, sleepCtx, jitter)
-	}()
-	gate := &cassandraGate{
-		connect: func(ctx context.Context) (*gocql.Session, error) { return cassandra.Connect(ctx, cassandraConfig) },
-		check:   func(ctx context.Context, s *gocql.Session) error { return cassandra.CheckSchema(ctx, s, o.cf.keyspace) },
-		ready:   ready, stats: deps, log: log, now: time.Now, sleep: sleepCtx, draw: jitter,
-	}
-	session, err := gate.open(ctx) // fails only when ctx ends: a signal before Cassandra was ready
-	stopCheck()
-	<-checkDone
+	session, err := s.awaitCassandra(ctx, o, first, ready, deps)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		log.Info().Msg("stopped before Cassandra was ready")
+		s.log.Info().Msg("stopped before Cassandra was ready")
 		return nil // nothing was started that needs stopping
 	}
 	if err != nil {
@@ -219,32 +156,130 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	}
 	defer session.Close()
 
-	store, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: o.cf.keyspace, Ring: ring, WindowMinutes: o.ring.windowMinutes, Clock: clock})
+	store, err := cassandra.NewStore(session, cassandra.StoreConfig{Keyspace: o.cf.keyspace, Ring: s.ring, WindowMinutes: o.ring.windowMinutes, Clock: s.clock})
 	if err != nil {
 		return err
 	}
-	exec, err := executor.NewHTTP(executor.HTTPConfig{URL: o.executorURL, Policies: policies})
+	exec, err := executor.NewHTTP(executor.HTTPConfig{URL: o.executorURL, Policies: s.policies})
 	if err != nil {
 		return err
 	}
 	members := newRingMembership(first, func(inc string) (*leaseclient.Client, error) { return leaseclient.New(clientConfig(inc)) },
-		o.shutdown, log)
+		o.shutdown, s.log)
 	monitor, err := clockcheck.NewMonitor(clockcheck.Config{
-		Prober: clockcheck.NewCassandraProber(session, clock), Clock: clock, MaxClockOffset: cfg.MaxClockOffset,
-		Every: o.clockEvery, Logger: parent, OnChange: members.clockChanged,
+		Prober: clockcheck.NewCassandraProber(session, s.clock), Clock: s.clock, MaxClockOffset: s.cfg.MaxClockOffset,
+		Every: o.clockEvery, Logger: s.parent, OnChange: members.clockChanged,
 	})
 	if err != nil {
 		return err
 	}
-	cfg.ClockCheck = monitor
-	if scanner, err = worker.New(cfg, store, guard, exec); err != nil {
+	s.cfg.ClockCheck = monitor
+	if scanner, err = worker.New(s.cfg, store, s.guard, exec); err != nil {
 		return err
 	}
 	reg.MustRegister(worker.NewMetrics(scanner), clockcheck.NewMetrics(monitor, "worker"))
 	ready.running(scanner.LeaseFit, monitor.Status)
+	watcher := &cassandraWatcher{
+		watch: cassandraWatch{lostAfter: o.cassandraLostAfter}, ping: pingSession(session), ready: ready, stats: deps,
+		log: s.log, members: members, now: time.Now,
+		back: func(ctx context.Context) { _ = monitor.Measure(ctx) }, // its estimate may have gone stale meanwhile
+	}
+	return s.work(ctx, first.Incarnation(), scanner, members, monitor, watcher)
+}
 
-	// Measure first: the worker joins its ring only once its clock is trusted (the monitor's
-	// verdict reaches members), and leaves it while it is not, or while Cassandra is lost.
+// workerSetup is what the flags make of a worker, checked before anything connects: a bad flag,
+// token file or certificate is said at once, in one line.
+type workerSetup struct {
+	// log carries the worker id, for this command's own lines; parent does not: the lease client
+	// and the scanner add their component and the worker id themselves.
+	log, parent    zerolog.Logger
+	ring           lease.RingKey
+	cfg            worker.Config
+	policies       retrypolicy.Set
+	token          string
+	coordinatorTLS *tls.Config
+	cassandra      cassandra.Config
+	// clock is the one clock of everything the worker times and stamps: windows, the guard, the
+	// clock check, write stamps and a checked delete's tombstone. A test's skewed clock skews them
+	// all, as a host's skewed clock would.
+	clock lease.Clock
+	guard *lease.Guard
+}
+
+func (o workerOptions) setup() (*workerSetup, error) {
+	parent, err := o.lf.logger(stderr)
+	if err != nil {
+		return nil, err
+	}
+	s := &workerSetup{parent: parent, log: parent.With().Str("worker_id", o.workerID).Logger(), ring: o.ring.key()}
+	routeRSocketLogs(s.log)
+	if s.policies, err = o.policies(); err != nil {
+		return nil, err
+	}
+	s.cfg = o.cfg
+	s.cfg.Region, s.cfg.Cluster, s.cfg.Service, s.cfg.WorkerID = s.ring.Region, s.ring.Cluster, s.ring.Service, o.workerID
+	s.cfg.WindowMinutes = o.ring.windowMinutes
+	s.cfg.Policies = s.policies
+	s.cfg.Logger = parent
+	if err := s.cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if o.cassandraLostAfter <= 0 {
+		return nil, fmt.Errorf("--cassandra-lost-after %v must be positive: it is how long Cassandra may be unreachable before the worker gives its ranges back", o.cassandraLostAfter)
+	}
+	if s.token, err = workerTokenFrom(o.tokenFile, os.LookupEnv); err != nil {
+		return nil, err
+	}
+	if s.coordinatorTLS, err = o.tf.config(); err != nil {
+		return nil, err
+	}
+	if s.cassandra, err = o.cf.config(); err != nil {
+		return nil, err
+	}
+	s.cassandra.Logger = newGocqlLogger(s.log)
+	// A configuration error (a consistency level, an unreadable certificate) is said at once;
+	// what Cassandra itself answers is retried (awaitCassandra).
+	if _, err := s.cassandra.ClusterConfig(); err != nil {
+		return nil, err
+	}
+	s.clock = o.clock
+	if s.clock == nil {
+		s.clock = lease.SystemClock{}
+	}
+	s.cfg.Clock, s.cfg.WriteClock = s.clock, s.clock
+	s.guard = lease.NewGuard(s.clock, leaseclient.DefaultGuardMargin)
+	return s, nil
+}
+
+// awaitCassandra retries Cassandra until a session opens on a current schema, and meanwhile asks
+// the coordinators whether they admit this worker, so that a refused token or certificate shows
+// now; that check stops before the worker joins. It fails only when ctx ends (a signal before
+// Cassandra was ready) or on an error that waiting cannot mend.
+func (s *workerSetup) awaitCassandra(ctx context.Context, o workerOptions, first *leaseclient.Client, ready *readiness, deps *dependencyStats) (*gocql.Session, error) {
+	checkCtx, stopCheck := context.WithCancel(ctx)
+	checkDone := make(chan struct{})
+	go func() {
+		defer close(checkDone)
+		checkCredentials(checkCtx, first.CheckCredentials, ready, s.log, time.Now, sleepCtx, jitter)
+	}()
+	gate := &cassandraGate{
+		connect: func(ctx context.Context) (*gocql.Session, error) { return cassandra.Connect(ctx, s.cassandra) },
+		check: func(ctx context.Context, sess *gocql.Session) error {
+			return cassandra.CheckSchema(ctx, sess, o.cf.keyspace)
+		},
+		ready: ready, stats: deps, log: s.log, now: time.Now, sleep: sleepCtx, draw: jitter,
+	}
+	session, err := gate.open(ctx)
+	stopCheck()
+	<-checkDone
+	return session, err
+}
+
+// work runs the worker until ctx ends: it measures the clock first (the worker joins its ring
+// only once its clock is trusted: the monitor's verdict reaches members) and leaves the ring while
+// the clock is not trusted or Cassandra is lost (the watcher); then it scans until a signal, and
+// stops in order: the ring left, the monitor and the watcher stopped before the session closes.
+func (s *workerSetup) work(ctx context.Context, incarnation string, scanner *worker.Scanner, members *ringMembership, monitor *clockcheck.Monitor, watcher *cassandraWatcher) error {
 	monitorCtx, stopMonitor := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMonitor()
 	membersDone := make(chan struct{})
@@ -258,27 +293,21 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		defer close(monitorDone)
 		_ = monitor.Run(monitorCtx)
 	}()
-	watcher := &cassandraWatcher{
-		watch: cassandraWatch{lostAfter: o.cassandraLostAfter}, ping: pingSession(session), ready: ready, stats: deps,
-		log: log, members: members, now: time.Now,
-		back: func(ctx context.Context) { _ = monitor.Measure(ctx) }, // its estimate may have gone stale meanwhile
-	}
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		watcher.run(monitorCtx)
 	}()
-	log.Info().Str("incarnation", first.Incarnation()).Str("ring", ring.String()).Msg("worker started")
+	s.log.Info().Str("incarnation", incarnation).Str("ring", s.ring.String()).Msg("worker started")
 
 	runErr := scanner.Run(ctx) // returns when ctx ends (signal), after in-flight work settled
-	log.Info().Msg("stopping: leaving the ring")
+	s.log.Info().Msg("stopping: leaving the ring")
 	stopMonitor()
 	<-membersDone
 	<-monitorDone // before the session closes under a measurement
 	<-watchDone
 	members.stop()
-	s := scanner.Stats()
-	log.Info().Interface("stats", s).Msg("worker stopped")
+	s.log.Info().Interface("stats", scanner.Stats()).Msg("worker stopped")
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return runErr
 	}
