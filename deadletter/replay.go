@@ -1,6 +1,8 @@
 package deadletter
 
 import (
+	"github.com/retryring/retryring/wallclock"
+
 	"context"
 	"errors"
 	"fmt"
@@ -247,7 +249,12 @@ func newReplayer(st Store, rec Recorder, o ReplayOptions) *replayer {
 		p.now = time.Now
 	}
 	if p.wait == nil {
-		p.wait = sleep
+		p.wait = func(ctx context.Context, d time.Duration) error {
+			if !wallclock.Sleep(ctx, d) {
+				return ctx.Err()
+			}
+			return nil
+		}
 	}
 	if p.tries == 0 {
 		p.tries = DefaultTries
@@ -399,18 +406,6 @@ func (p *replayer) backoff(ctx context.Context, try int) error {
 	d := min(retryBase<<min(try-1, 16), retryCap)
 	d = d/2 + rand.N(d/2+1)
 	return p.wait(ctx, d)
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // alreadyDone reports whether the step of a dead letter ran to success after all: a duplicate

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/retryring/retryring/wallclock"
+
 	"context"
 	"fmt"
 	"os"
@@ -87,7 +89,7 @@ func (f *fleet) ctl(ctx context.Context, name, verb string, args ...string) (sta
 			return started, returned, err
 		}
 		fmt.Fprintf(os.Stderr, "%s: attempt %d failed, trying again: %v\n", name, attempt, err)
-		sleep(ctx, time.Second)
+		wallclock.Sleep(ctx, time.Second)
 	}
 }
 
@@ -123,18 +125,6 @@ func (f *fleet) waitDrained(ctx context.Context, ids []string, bound time.Durati
 				violations: len(f.Downstream.Violations()),
 			}
 		}
-		sleep(ctx, time.Second)
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+		wallclock.Sleep(ctx, time.Second)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/retryring/retryring/wallclock"
+
 	"context"
 	"fmt"
 	"io"
@@ -82,7 +84,7 @@ func (e *env) pauses(ctx context.Context, n, rows, workers int, rnd *rand.Rand) 
 			continue
 		}
 		t := trial{phase: time.Duration(rnd.Int64N(int64(renewal)))}
-		if !sleep(ctx, t.phase) {
+		if !wallclock.Sleep(ctx, t.phase) {
 			return res, ctx.Err()
 		}
 		var err error
@@ -90,7 +92,7 @@ func (e *env) pauses(ctx context.Context, n, rows, workers int, rnd *rand.Rand) 
 		if err != nil {
 			return res, err
 		}
-		if !sleep(ctx, time.Until(t.ret.Add(hold))) {
+		if !wallclock.Sleep(ctx, time.Until(t.ret.Add(hold))) {
 			return res, ctx.Err()
 		}
 		s := startsSince(f, t.started.Add(-time.Minute))
@@ -113,7 +115,7 @@ func waitFlowing(ctx context.Context, f *fleet, bound time.Duration) bool {
 		if len(f.Downstream.ExecutionsSince(time.Now().Add(-flowing))) > 0 {
 			return true
 		}
-		if !sleep(ctx, 20*time.Millisecond) {
+		if !wallclock.Sleep(ctx, 20*time.Millisecond) {
 			return false
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/retryring/retryring/wallclock"
+
 	"context"
 	"fmt"
 	"io"
@@ -88,7 +90,7 @@ func (e *env) rate(ctx context.Context, r rateRun, refLimit float64, measure tim
 	res.t0 = f.Downstream.Executions()[0].Start
 	res.measureEnd = res.t0.Add(measure)
 	for time.Now().Before(res.measureEnd) && len(f.Downstream.DoneIDs()) < len(ids) {
-		if !sleep(ctx, time.Second) {
+		if !wallclock.Sleep(ctx, time.Second) {
 			return res, ctx.Err()
 		}
 	}

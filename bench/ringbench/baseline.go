@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/retryring/retryring/wallclock"
+
 	"context"
 	"fmt"
 	"os"
@@ -109,7 +111,7 @@ func (b *baseline) run(ctx context.Context) (res baselineResult) {
 		return baselineResult{err: fmt.Errorf("baseline: not every one of %d clients connected", b.clients)}
 	}
 	// Let several keepalives flow: the server has read from every connection just before the stop.
-	sleep(ctx, time.Second)
+	wallclock.Sleep(ctx, time.Second)
 	stoppedAt := map[string]time.Time{}
 	for id, p := range procs {
 		stoppedAt[id] = time.Now()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/retryring/retryring/wallclock"
+
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -69,14 +71,7 @@ type runner struct {
 // dephase waits a random fraction of a renewal period, so that faults do not fall at one phase of
 // the coordinator's renewal tick (the takeover time depends on it).
 func (r *runner) dephase(ctx context.Context) {
-	sleep(ctx, time.Duration(rand.Int64N(int64(r.renewal))))
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
+	wallclock.Sleep(ctx, time.Duration(rand.Int64N(int64(r.renewal))))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond)) }
@@ -108,7 +103,7 @@ func (r *runner) waitDeparted(ctx context.Context, leader *proc.Coordinator, pr 
 				return at, true
 			}
 		}
-		sleep(ctx, r.poll)
+		wallclock.Sleep(ctx, r.poll)
 	}
 	return time.Time{}, false
 }
@@ -192,7 +187,7 @@ func (r *runner) waitCovered(ctx context.Context, skip *probe, from int64, want 
 		if time.Duration(now-from) > bound {
 			return 0, false, nil
 		}
-		sleep(ctx, r.poll)
+		wallclock.Sleep(ctx, r.poll)
 	}
 	return 0, false, ctx.Err()
 }
@@ -228,7 +223,7 @@ func (r *runner) leave(ctx context.Context, i int) error {
 		if time.Since(sent) > leaveBound {
 			return fmt.Errorf("probe %s did not start leaving within %v of SIGTERM", pr.id, leaveBound)
 		}
-		sleep(ctx, r.poll)
+		wallclock.Sleep(ctx, r.poll)
 	}
 	line := fmt.Sprintf("leave %2d %s:", i+1, pr.id)
 	usable, ok, err := r.waitCovered(ctx, pr, start.AtNs, held, leaveBound)
@@ -322,7 +317,7 @@ func (r *runner) leaderKill(ctx context.Context, i int) error {
 		if !elected.IsZero() && len(first) == len(r.c.probes) {
 			break
 		}
-		sleep(ctx, r.poll)
+		wallclock.Sleep(ctx, r.poll)
 	}
 	if err := <-killed; err != nil {
 		return err

@@ -16,6 +16,8 @@
 package main
 
 import (
+	"github.com/retryring/retryring/wallclock"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,7 +104,7 @@ func run(ctx context.Context, o options) (err error) {
 	defer c.Close()
 	timing := lease.Timing{TTL: o.ttl, Renewal: o.renewal}.WithDefaults()
 	// A cluster just bootstrapped assigns nothing before every lease of before may have ended.
-	sleep(ctx, timing.HolderBound()+coordinator.DefaultLeaderLeaseTimeout+time.Second)
+	wallclock.Sleep(ctx, timing.HolderBound()+coordinator.DefaultLeaderLeaseTimeout+time.Second)
 	logs, err := os.Create(filepath.Join(dir, "clients.log"))
 	if err != nil {
 		return err
@@ -123,7 +125,7 @@ func run(ctx context.Context, o options) (err error) {
 
 	var trials []trial
 	for i := range o.trials {
-		sleep(ctx, o.gap)
+		wallclock.Sleep(ctx, o.gap)
 		t, err := stepDown(ctx, o, c, s, timing)
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
@@ -133,7 +135,7 @@ func run(ctx context.Context, o options) (err error) {
 			t.report.LongestLapse.Round(time.Millisecond), swarm.Percentile(t.report.Renewed, 1).Round(time.Millisecond), len(t.report.Overlaps))
 		trials = append(trials, t)
 	}
-	sleep(ctx, o.gap)
+	wallclock.Sleep(ctx, o.gap)
 	k, err := killLeader(ctx, o, c, s, timing)
 	if err != nil {
 		return fmt.Errorf("baseline kill: %w", err)
@@ -142,13 +144,6 @@ func run(ctx context.Context, o options) (err error) {
 	m.LoadEnd = benchkit.LoadAvg()
 	fmt.Print(render(m, o, trials))
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }
 
 func waitSettled(ctx context.Context, c *proc.Cluster, s *swarm.Swarm, bound time.Duration) error {
@@ -161,7 +156,7 @@ func waitSettled(ctx context.Context, c *proc.Cluster, s *swarm.Swarm, bound tim
 				return nil
 			}
 		}
-		sleep(ctx, 100*time.Millisecond)
+		wallclock.Sleep(ctx, 100*time.Millisecond)
 	}
 	return fmt.Errorf("not settled within %v: %s", bound, why)
 }
@@ -244,7 +239,7 @@ func killLeader(ctx context.Context, o options, c *proc.Cluster, s *swarm.Swarm,
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return t, fmt.Errorf("no new leader within %v", o.bound)
 		}
-		sleep(ctx, 10*time.Millisecond)
+		wallclock.Sleep(ctx, 10*time.Millisecond)
 	}
 	t, err = observe(ctx, o, c, s, timing, t, at, leader.RSocketAddr, before)
 	if err != nil {
@@ -262,10 +257,10 @@ func observe(ctx context.Context, o options, c *proc.Cluster, s *swarm.Swarm, ti
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return t, fmt.Errorf("not every worker was renewed by another coordinator within %v", o.bound)
 		}
-		sleep(ctx, 20*time.Millisecond)
+		wallclock.Sleep(ctx, 20*time.Millisecond)
 	}
 	// A few renewals more, so that a lapse that follows the first renewal would show.
-	sleep(ctx, 3*timing.Renewal)
+	wallclock.Sleep(ctx, 3*timing.Renewal)
 	t.report = s.History().Fault(at, time.Now(), oldAddr)
 	if _, v, err := c.Leader(ctx); err == nil {
 		t.assignChanged = changed(before, epochs(v))

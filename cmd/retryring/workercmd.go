@@ -260,14 +260,14 @@ func (s *workerSetup) awaitCassandra(ctx context.Context, o workerOptions, first
 	checkDone := make(chan struct{})
 	go func() {
 		defer close(checkDone)
-		checkCredentials(checkCtx, first.CheckCredentials, ready, s.log, time.Now, sleepCtx, jitter)
+		checkCredentials(checkCtx, first.CheckCredentials, ready, s.log, time.Now, wallclock.Sleep, jitter)
 	}()
 	gate := &cassandraGate{
 		connect: func(ctx context.Context) (*gocql.Session, error) { return cassandra.Connect(ctx, s.cassandra) },
 		check: func(ctx context.Context, sess *gocql.Session) error {
 			return cassandra.CheckSchema(ctx, sess, o.cf.keyspace)
 		},
-		ready: ready, stats: deps, log: s.log, now: time.Now, sleep: sleepCtx, draw: jitter,
+		ready: ready, stats: deps, log: s.log, now: time.Now, sleep: wallclock.Sleep, draw: jitter,
 	}
 	session, err := gate.open(ctx)
 	stopCheck()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"time"
 )
 
@@ -75,16 +74,4 @@ func (f *failureLog) recovered(now time.Time) (failures int, lasted time.Duratio
 	failures, lasted = f.failures, now.Sub(f.since)
 	*f = failureLog{}
 	return failures, lasted
-}
-
-// sleepCtx waits d; false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"github.com/retryring/retryring/wallclock"
+
 	"context"
 	"fmt"
 	"sync"
@@ -144,7 +146,7 @@ func (f *faults) inject(ctx context.Context, d fault) bool {
 		if d.observe != nil {
 			d.observe(wctx, killedAt)
 		}
-		if !sleep(ctx, max(d.restartAfter-f.now().Sub(killedAt), 0)) {
+		if !wallclock.Sleep(ctx, max(d.restartAfter-f.now().Sub(killedAt), 0)) {
 			return
 		}
 		f.setState(d.name, "restarting")

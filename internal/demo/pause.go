@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"github.com/retryring/retryring/wallclock"
+
 	"context"
 	"sync"
 	"time"
@@ -71,7 +73,7 @@ func (p *pause) run(ctx context.Context, r *runner, d time.Duration) {
 	p.pausedAt = at
 	p.mu.Unlock()
 	r.event("ctl pause %s: the workers start nothing new within one renewal (%v); rows stay, no attempt is used", r.cfg.Ring, r.renewal())
-	if !sleep(ctx, d) {
+	if !wallclock.Sleep(ctx, d) {
 		return
 	}
 	if leader, err = r.cluster.WaitLeader(ctx); err == nil {

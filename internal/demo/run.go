@@ -214,15 +214,3 @@ func (r *runner) removeLogs(err error) {
 	}
 	_ = os.RemoveAll(r.logDir)
 }
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
