@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -182,6 +183,12 @@ func (c *ctlConn) do(ctx context.Context, method, path string, body []byte) ([]b
 // is on this side: a client certificate the coordinator refused, or its certificate not trusted.
 func (c *ctlConn) unreachable(err error) error {
 	if reason, required, ok := tlsfiles.CertificateRefusal(err); ok {
+		// The TLS alert alone: net/http may put its own words in front of it depending on which of
+		// its goroutines read the alert first ("readLoopPeekFailLocked: ...").
+		var alert *net.OpError
+		if errors.As(err, &alert) {
+			err = alert
+		}
 		if required {
 			return fmt.Errorf("coordinator at %s requires a client certificate: give --cert and --key (%w)", c.base, err)
 		}
