@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/auth"
@@ -285,7 +283,7 @@ func TestWorkerReportsARefusedTokenBeforeCassandra(t *testing.T) {
 	}
 	tokens := write("tokens.yaml", `- {ring: "local/default/orders", hash: "`+auth.HashToken("the-right-token-0123456789")+`", name: "orders"}`+"\n")
 	secret := write("secret", "cluster-secret-0123456789abcdef0123456789\n")
-	node := startCoordinatorNodeWith(t, func(c *coordinator.Config) { c.WorkerTokensFile, c.ClusterSecretFile = tokens, secret })
+	node := startConfiguredCoordinator(t, func(c *coordinator.Config) { c.WorkerTokensFile, c.ClusterSecretFile = tokens, secret })
 	wrong := write("token", "a-mistyped-token-0123456789\n")
 
 	logs := &syncBuffer{}
@@ -327,31 +325,6 @@ func TestWorkerReportsARefusedTokenBeforeCassandra(t *testing.T) {
 	if members := ringMembers(node.HTTPAddr()); len(members) != 0 {
 		t.Fatalf("the admitted check joined the ring: %v", members)
 	}
-}
-
-// startCoordinatorNodeWith is startCoordinatorNode with its configuration changed by edit.
-func startCoordinatorNodeWith(t *testing.T, edit func(*coordinator.Config)) *coordinator.Node {
-	t.Helper()
-	var lns []net.Listener
-	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, l)
-	}
-	cfg := coordinator.Config{NodeID: "c1", DataDir: t.TempDir(), NoSync: true, Logger: zerolog.Nop(),
-		RaftListener: lns[0], RSocketListener: lns[1], HTTPListener: lns[2]}
-	edit(&cfg)
-	n, err := coordinator.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Kill)
-	return n
 }
 
 // TestWorkerGivesItsRangesBackWhenCassandraIsLost: two workers share a ring; one reaches
