@@ -30,6 +30,16 @@ type workerConn struct {
 	// ended: a lease stream was open on this connection and none is now. The worker no longer
 	// takes renewals, so the leader treats it as gone although the connection is open.
 	ended bool
+
+	// displaced is the incarnation whose connection this one (or an earlier connection of its own
+	// incarnation) replaced; guarded by connRegistry.mu.
+	displaced string
+}
+
+func (c *workerConn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 // connLog adds the connection's identity to the logger of the part that logs about it.
@@ -96,41 +106,81 @@ func newConnRegistry(changed func(), retired func(memberID) bool) *connRegistry 
 func workerKey(m memberID) memberID { return memberID{Ring: m.Ring, WorkerID: m.WorkerID} }
 
 // add registers c and returns the connection it replaced, if any (the caller closes it). A
-// connection of a superseded incarnation replaces nothing: it is kept aside (its requests are
-// refused or answered, never streamed) and the newer incarnation keeps its connection.
+// connection of another incarnation replaces the current one: a new incarnation is a new process
+// and supersedes the old one (docs/protocol.md). Two rules keep the older process from taking the
+// place back, which would make the two take it from each other on every reconnect and never let
+// the leader commit the newer one's Join:
+//   - a connection of a superseded incarnation (retiredSet: the state showed a newer one) never
+//     becomes current, even while the newer incarnation is between two connections;
+//   - before that Join is applied, the incarnation a connection displaced does not displace it
+//     (nor its reconnects) in turn: it is kept aside, and becomes current only if the newer
+//     incarnation's connection ends first (remove).
+//
+// A connection kept aside is registered: its requests are answered, its stream gets what the
+// state gives its member (nothing once it is superseded).
 func (r *connRegistry) add(c *workerConn) *workerConn {
 	r.mu.Lock()
 	r.all[c] = struct{}{}
-	old := r.byWorker[workerKey(c.member)]
-	if old != nil && r.retired(c.member) && !r.retired(old.member) {
+	if r.retired(c.member) {
 		r.mu.Unlock()
 		return nil
 	}
-	r.byWorker[workerKey(c.member)] = c
+	key := workerKey(c.member)
+	old := r.byWorker[key]
+	if old != nil {
+		switch {
+		case old.member.Incarnation == c.member.Incarnation:
+			c.displaced = old.displaced // a reconnect keeps its place and what it displaced
+		case old.displaced == c.member.Incarnation:
+			r.mu.Unlock()
+			return nil
+		default:
+			c.displaced = old.member.Incarnation
+		}
+	}
+	r.byWorker[key] = c
 	r.mu.Unlock()
 	r.changed()
 	return old
 }
 
-// remove forgets c; it reports whether c was the current connection of its worker.
+// remove forgets c; it reports whether c was the current connection of its worker. When it was,
+// the newest connection of the same worker id kept aside, if it is not superseded, becomes current:
+// the older process whose place a newer one took before its Join, and that then went away, goes
+// on instead of being left connected and never streamed.
 func (r *connRegistry) remove(c *workerConn) bool {
 	r.mu.Lock()
 	delete(r.all, c)
-	current := r.byWorker[workerKey(c.member)] == c
+	key := workerKey(c.member)
+	current := r.byWorker[key] == c
 	if current {
-		delete(r.byWorker, workerKey(c.member))
+		delete(r.byWorker, key)
+		var next *workerConn
+		for o := range r.all {
+			if workerKey(o.member) == key && !o.isClosed() && !r.retired(o.member) && (next == nil || o.id > next.id) {
+				next = o
+			}
+		}
+		if next != nil {
+			next.displaced = ""
+			r.byWorker[key] = next
+		}
 	}
 	r.mu.Unlock()
 	r.changed()
 	return current
 }
 
-// states returns the connection state of every member that has a current connection.
+// states returns the connection state of every member that has a current connection and was not
+// superseded: a connection that was current when a newer incarnation's Join applied counts for
+// nothing from then on, so the leader never joins its member again.
 func (r *connRegistry) states() map[memberID]connState {
 	r.mu.Lock()
 	conns := make([]*workerConn, 0, len(r.byWorker))
 	for _, c := range r.byWorker {
-		conns = append(conns, c)
+		if !r.retired(c.member) {
+			conns = append(conns, c)
+		}
 	}
 	r.mu.Unlock()
 	out := make(map[memberID]connState, len(conns))

@@ -98,6 +98,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.log = n.partLog("coordinator")
 	n.fsm = fsm.NewAt(n.partLog("fsm"), cmp.Or(cfg.fsmVersion, fsm.Version))
+	n.fsm.Observe(func(s *fsm.State) { n.retired.note(s, n.clock.Now()) })
 	n.conns = newConnRegistry(n.connsChanged, n.retired.has)
 	n.metrics = newNodeMetrics(n)
 	n.limits = newLimits(cfg, n.metrics)
@@ -541,8 +542,6 @@ func (n *Node) forwardChanges() {
 			return
 		case <-n.fsm.Changed():
 		}
-		now := n.clock.Now()
-		n.fsm.View(func(s *fsm.State, _ uint64) { n.retired.note(s, now) })
 		if t := n.currentTerm(); t != nil {
 			t.kickReconcile()
 			t.wakeStreams(false)

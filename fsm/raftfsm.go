@@ -31,6 +31,7 @@ type FSM struct {
 	skipped  uint64
 	rejected uint64
 	halted   error
+	observe  func(*State)
 }
 
 // New returns an FSM of this build's Version over an empty state.
@@ -41,6 +42,14 @@ func New(log zerolog.Logger) *FSM { return NewAt(log, Version) }
 func NewAt(log zerolog.Logger, v int) *FSM {
 	return &FSM{log: log, version: min(max(v, 1), Version), state: NewState(), changed: make(chan struct{}, 1)}
 }
+
+// Observe makes fn see the state after every entry that changed it and after every restored
+// snapshot, under the write lock, before anything else can apply or read. It is for what a node
+// must learn from each state in turn rather than from the coalesced Changed signal: a supersede
+// that one entry shows and the next hides (the newer incarnation forgotten again) is seen. fn must
+// be quick, must not keep references into the state and must not call back into the FSM. Set it
+// before the FSM is handed to Raft.
+func (f *FSM) Observe(fn func(s *State)) { f.observe = fn }
 
 // Version is the FSM version this FSM runs.
 func (f *FSM) Version() int { return f.version }
@@ -93,6 +102,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		f.log.Debug().Err(err).Uint64("index", l.Index).Msg("command refused")
 		return err
 	}
+	if f.observe != nil {
+		f.observe(f.state)
+	}
 	return nil
 }
 
@@ -134,6 +146,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.state, f.halted = st, nil
+	if f.observe != nil {
+		f.observe(f.state)
+	}
 	f.mu.Unlock()
 	f.notify()
 	return nil

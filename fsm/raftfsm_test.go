@@ -419,3 +419,43 @@ func TestFSMConcurrentUse(t *testing.T) {
 	}()
 	wg.Wait()
 }
+
+// Observe sees the state after every entry that changed it, one call per entry, and after a
+// restore: a member that one entry adds and the next forgets is seen, where the coalesced Changed
+// signal may show neither. A refused entry changes nothing and is not shown.
+func TestObserveSeesEveryEntry(t *testing.T) {
+	f := fsm.New(zerolog.Nop())
+	var seen []string
+	f.Observe(func(s *fsm.State) {
+		r := s.Ring(ringA)
+		var keys []string
+		if r != nil {
+			for _, m := range r.SortedMembers() {
+				keys = append(keys, m.WorkerID+"/"+m.Incarnation)
+			}
+		}
+		seen = append(seen, strings.Join(keys, ","))
+	})
+	entries := []fsm.Command{
+		&fsm.Join{Ring: ringA, WorkerID: "a", Incarnation: "old"},
+		&fsm.Join{Ring: ringA, WorkerID: "b", Incarnation: "x"},
+		&fsm.Release{Ring: ringA, WorkerID: "nobody", Incarnation: "n", Epoch: 1}, // refused
+		&fsm.Down{Ring: ringA, WorkerID: "b", Incarnation: "x"},                   // b holds nothing: forgotten
+	}
+	for i, c := range entries {
+		f.Apply(commandLog(t, uint64(i+1), c))
+	}
+	want := []string{"a/old", "a/old,b/x", "a/old"}
+	if strings.Join(seen, " | ") != strings.Join(want, " | ") {
+		t.Fatalf("observed %q, want %q", seen, want)
+	}
+	seen = nil
+	g := fsm.New(zerolog.Nop())
+	g.Observe(func(s *fsm.State) { seen = append(seen, fmt.Sprint(len(s.Ring(ringA).Members))) })
+	if err := g.Restore(io.NopCloser(bytes.NewReader(persist(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0] != "1" {
+		t.Fatalf("a restore was observed as %q, want one state of 1 member", seen)
+	}
+}
