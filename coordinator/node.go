@@ -32,6 +32,9 @@ type Node struct {
 	fsm     *fsm.FSM
 	conns   *connRegistry
 	retired *retiredSet
+	// supersededSeen: an applied entry showed a newer incarnation of some worker id
+	// (forwardChanges then ends the old incarnation's streams).
+	supersededSeen atomic.Bool
 	metrics *nodeMetrics
 	auth    *auth.Authenticator // set by Start
 	// refusalLog logs refused credentials at most refusalLogBurst a second (set by Start).
@@ -98,7 +101,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.log = n.partLog("coordinator")
 	n.fsm = fsm.NewAt(n.partLog("fsm"), cmp.Or(cfg.fsmVersion, fsm.Version))
-	n.fsm.Observe(func(s *fsm.State) { n.retired.note(s, n.clock.Now()) })
+	n.fsm.Observe(func(s *fsm.State) {
+		if n.retired.note(s, n.clock.Now()) {
+			n.supersededSeen.Store(true)
+		}
+	})
 	n.conns = newConnRegistry(n.connsChanged, n.retired.has)
 	n.metrics = newNodeMetrics(n)
 	n.limits = newLimits(cfg, n.metrics)
@@ -542,11 +549,28 @@ func (n *Node) forwardChanges() {
 			return
 		case <-n.fsm.Changed():
 		}
+		if n.supersededSeen.Swap(false) {
+			n.endSupersededStreams()
+		}
 		if t := n.currentTerm(); t != nil {
 			t.kickReconcile()
 			t.wakeStreams(false)
 		}
 		n.kickRegister()
+	}
+}
+
+// endSupersededStreams ends, with the duplicate_connection error, the lease streams of every
+// connection whose incarnation a newer one superseded: such a stream would otherwise stay open and
+// silent (the state gives an inactive member nothing), and the old process would never learn why.
+func (n *Node) endSupersededStreams() {
+	for _, c := range n.conns.snapshot() {
+		if !n.retired.has(c.member) {
+			continue
+		}
+		for _, s := range c.streamList() {
+			s.terminate(supersededError(c.setup))
+		}
 	}
 }
 

@@ -28,8 +28,9 @@ type retiredSet struct {
 
 func newRetiredSet() *retiredSet { return &retiredSet{seen: map[memberID]time.Time{}} }
 
-// note records, from the state, every member that is not the newest incarnation of its worker id.
-func (r *retiredSet) note(s *fsm.State, now time.Time) {
+// note records, from the state, every member that is not the newest incarnation of its worker id;
+// it reports whether one of them was not known before.
+func (r *retiredSet) note(s *fsm.State, now time.Time) (grew bool) {
 	var retired []memberID
 	for ringID, ring := range s.Rings {
 		newest := map[string]*fsm.Member{}
@@ -47,6 +48,9 @@ func (r *retiredSet) note(s *fsm.State, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, m := range retired {
+		if _, known := r.seen[m]; !known {
+			grew = true
+		}
 		r.seen[m] = now
 	}
 	for m, at := range r.seen {
@@ -54,6 +58,7 @@ func (r *retiredSet) note(s *fsm.State, now time.Time) {
 			delete(r.seen, m)
 		}
 	}
+	return grew
 }
 
 func (r *retiredSet) has(m memberID) bool {

@@ -345,8 +345,7 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 		}
 	}()
 	if n.retired.has(c.member) {
-		return flux.Error(wireFailure(&lease.WireError{Code: lease.CodeDuplicate,
-			Message: fmt.Sprintf("incarnation %s of worker %s was superseded by a newer one", c.setup.Incarnation, c.setup.WorkerID)}))
+		return flux.Error(wireFailure(supersededError(c.setup)))
 	}
 	s := newLeaseStream(n, t, c)
 	s.releaseSlot = release // idempotent: the deferred call and the stream's end may both run it
@@ -367,4 +366,11 @@ func (n *Node) requestStream(c *workerConn, p payload.Payload) flux.Flux {
 	release = nil    // from here the stream gives its place back when it ends
 	n.connsChanged() // the leader joins the member
 	return s.flux()
+}
+
+// supersededError is what a superseded incarnation's stream ends with: a newer process with its
+// worker id joined the ring.
+func supersededError(s lease.Setup) *lease.WireError {
+	return &lease.WireError{Code: lease.CodeDuplicate,
+		Message: fmt.Sprintf("incarnation %s of worker %s was superseded by a newer one", s.Incarnation, s.WorkerID)}
 }
