@@ -35,8 +35,8 @@ type Node struct {
 	// supersededSeen: an applied entry showed a newer incarnation of some worker id
 	// (forwardChanges then ends the old incarnation's streams).
 	supersededSeen atomic.Bool
-	metrics *nodeMetrics
-	auth    *auth.Authenticator // set by Start
+	metrics        *nodeMetrics
+	auth           *auth.Authenticator // set by Start
 	// refusalLog logs refused credentials at most refusalLogBurst a second (set by Start).
 	refusalLog zerolog.Logger
 	limits     *limits
