@@ -21,27 +21,11 @@ func tlsNode(t *testing.T, cert tls.Certificate, clientCAs *tlstest.CA) string {
 	if clientCAs != nil {
 		cfg.ClientCAs, cfg.ClientAuth = clientCAs.Pool(), tls.RequireAndVerifyClientCert
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				_ = c.(*tls.Conn).Handshake()
-				// TLS 1.3 sends a refused client certificate's alert on the first read.
-				_, _ = c.Read(make([]byte, 1))
-				_ = c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return tlstest.Serve(t, cfg, func(c *tls.Conn) {
+		_ = c.Handshake()
+		// TLS 1.3 sends a refused client certificate's alert on the first read.
+		_, _ = c.Read(make([]byte, 1))
+	})
 }
 
 // connectErr connects with cfg and returns the error, which must be one line.

@@ -34,21 +34,9 @@ var otherRing = lease.RingKey{Region: "eu", Cluster: "c1", Service: "payments"}
 // tokenLine is the tokens-file line of token for ring (the zero ring: an admin token).
 func tokenLine(ring lease.RingKey, token string) string {
 	if ring == (lease.RingKey{}) {
-		return `- {hash: "` + auth.HashToken(token) + `"}` + "\n"
+		return auth.EntryLine("", token, "") + "\n"
 	}
-	return `- {ring: "` + ring.String() + `", hash: "` + auth.HashToken(token) + `", name: "` + token[:6] + `"}` + "\n"
-}
-
-// writeAuthFile writes content to path, replacing the file (as a Secret update does).
-func writeAuthFile(t testing.TB, path, content string) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
+	return auth.EntryLine(ring.String(), token, token[:6]) + "\n"
 }
 
 // authDir is a directory of auth files for one test.

@@ -14,6 +14,7 @@ import (
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/authtest"
 )
 
 // authCluster is three coordinators sharing the auth files of dir.
@@ -31,9 +32,9 @@ func authCluster(t *testing.T, dir string, mutate func(c *Config)) *testCluster 
 
 func writeStandardAuth(t *testing.T, dir string, workerLines ...string) {
 	t.Helper()
-	writeAuthFile(t, filePath(dir, "workers.yaml"), "# test tokens\n"+strings.Join(workerLines, ""))
-	writeAuthFile(t, filePath(dir, "admins.yaml"), tokenLine(lease.RingKey{}, tokAdmin))
-	writeAuthFile(t, filePath(dir, "secret"), clusterSec+"\n")
+	authtest.ReplaceFile(t, filePath(dir, "workers.yaml"), "# test tokens\n"+strings.Join(workerLines, ""))
+	authtest.ReplaceFile(t, filePath(dir, "admins.yaml"), tokenLine(lease.RingKey{}, tokAdmin))
+	authtest.ReplaceFile(t, filePath(dir, "secret"), clusterSec+"\n")
 }
 
 // reloadAll makes every live node re-read its auth files now (the nodes also do it every second).
@@ -171,7 +172,7 @@ func TestRotationEndsTheRevokedTokensStream(t *testing.T) {
 	}
 	eventually(t, 15*time.Second, "the new token's worker holds a lease", renewed.holds)
 
-	writeAuthFile(t, filePath(dir, "workers.yaml"), tokenLine(testRing, tokOrdersNew))
+	authtest.ReplaceFile(t, filePath(dir, "workers.yaml"), tokenLine(testRing, tokOrdersNew))
 	// No reloadAll: the nodes' own one-second watch picks the change up.
 	var we *lease.WireError
 	for elements := 0; we == nil; elements++ {
@@ -331,7 +332,7 @@ func TestAuthFilesThatBreakKeepTheLastGoodContent(t *testing.T) {
 	})
 	n := c.leader()
 
-	writeAuthFile(t, filePath(dir, "workers.yaml"), "- {ring: eu/c1/orders, hash: plain-secret}\n")
+	authtest.ReplaceFile(t, filePath(dir, "workers.yaml"), "- {ring: eu/c1/orders, hash: plain-secret}\n")
 	if err := n.auth.Reload(); err == nil || !strings.Contains(err.Error(), "sha256") {
 		t.Fatalf("a plain secret in the file: %v", err)
 	}
@@ -348,7 +349,7 @@ func TestAuthFilesThatBreakKeepTheLastGoodContent(t *testing.T) {
 		t.Fatal("the same broken file passed the second time")
 	}
 
-	writeAuthFile(t, filePath(dir, "workers.yaml"), tokenLine(testRing, tokOrdersNew))
+	authtest.ReplaceFile(t, filePath(dir, "workers.yaml"), tokenLine(testRing, tokOrdersNew))
 	if err := n.auth.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestAuthFilesThatBreakKeepTheLastGoodContent(t *testing.T) {
 func TestStartRefusesABadAuthFile(t *testing.T) {
 	dir := authDir(t)
 	writeStandardAuth(t, dir)
-	writeAuthFile(t, filePath(dir, "bad.yaml"), "- {ring: eu/c1, hash: \"sha256:00\"}\n")
+	authtest.ReplaceFile(t, filePath(dir, "bad.yaml"), "- {ring: eu/c1, hash: \"sha256:00\"}\n")
 	secret := filePath(dir, "secret")
 	for name, mutate := range map[string]func(*Config){
 		"missing worker tokens": func(c *Config) { c.WorkerTokensFile, c.ClusterSecretFile = filePath(dir, "none.yaml"), secret },

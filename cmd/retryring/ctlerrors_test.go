@@ -174,7 +174,7 @@ func TestCtl401SaysWhatTheClientMustDo(t *testing.T) {
 	}
 	const token = "admin-token-00000000000000001"
 	n := startConfiguredCoordinator(t, func(c *coordinator.Config) {
-		c.AdminTokenFile = write("admins.yaml", `- {hash: "`+auth.HashToken(token)+`"}`+"\n")
+		c.AdminTokenFile = write("admins.yaml", auth.EntryLine("", token, "")+"\n")
 		c.ClusterSecretFile = write("secret", "cluster-secret-000000000000001\n")
 	})
 	addr := "http://" + n.HTTPAddr()

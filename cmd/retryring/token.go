@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -122,15 +121,7 @@ func newTokenLine(ring, name string, rnd io.Reader) (line, token string, err err
 		return "", "", fmt.Errorf("drawing a token: %w", err)
 	}
 	token = hex.EncodeToString(b[:])
-	fields := []string{}
-	if ring != "" {
-		fields = append(fields, "ring: "+strconv.Quote(ring))
-	}
-	fields = append(fields, "hash: "+strconv.Quote(auth.HashToken(token)))
-	if name != "" {
-		fields = append(fields, "name: "+strconv.Quote(name))
-	}
-	return "- {" + strings.Join(fields, ", ") + "}", token, nil
+	return auth.EntryLine(ring, token, name), token, nil
 }
 
 // readToken reads a token: the first line of r, surrounding blanks trimmed.

@@ -281,7 +281,7 @@ func TestWorkerReportsARefusedTokenBeforeCassandra(t *testing.T) {
 		}
 		return p
 	}
-	tokens := write("tokens.yaml", `- {ring: "local/default/orders", hash: "`+auth.HashToken("the-right-token-0123456789")+`", name: "orders"}`+"\n")
+	tokens := write("tokens.yaml", auth.EntryLine("local/default/orders", "the-right-token-0123456789", "orders")+"\n")
 	secret := write("secret", "cluster-secret-0123456789abcdef0123456789\n")
 	node := startConfiguredCoordinator(t, func(c *coordinator.Config) { c.WorkerTokensFile, c.ClusterSecretFile = tokens, secret })
 	wrong := write("token", "a-mistyped-token-0123456789\n")
@@ -312,7 +312,7 @@ func TestWorkerReportsARefusedTokenBeforeCassandra(t *testing.T) {
 
 	// The operator adds the worker's token to the coordinator's file (re-read every second): the
 	// next check is admitted, and /readyz is left with Cassandra alone.
-	write("tokens.yaml", `- {ring: "local/default/orders", hash: "`+auth.HashToken("a-mistyped-token-0123456789")+`", name: "orders"}`+"\n")
+	write("tokens.yaml", auth.EntryLine("local/default/orders", "a-mistyped-token-0123456789", "orders")+"\n")
 	b = w.readyz(ctx, "503 with Cassandra's reason alone", func(code int, reason string) bool {
 		return code == http.StatusServiceUnavailable && strings.HasPrefix(reason, "cassandra unreachable: ") && !strings.Contains(reason, "credentials")
 	})

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -48,6 +49,21 @@ func DigestOf(token string) Digest { return sha256.Sum256([]byte(token)) }
 func HashToken(token string) string {
 	d := DigestOf(token)
 	return HashPrefix + hex.EncodeToString(d[:])
+}
+
+// EntryLine is the tokens-file line that admits token: a worker token of ring when ring is set (as
+// "region/cluster/service"), an admin token when it is empty; name, if set, labels the entry in
+// logs. The line holds the token's hash only, never the token.
+func EntryLine(ring, token, name string) string {
+	fields := []string{}
+	if ring != "" {
+		fields = append(fields, "ring: "+strconv.Quote(ring))
+	}
+	fields = append(fields, "hash: "+strconv.Quote(HashToken(token)))
+	if name != "" {
+		fields = append(fields, "name: "+strconv.Quote(name))
+	}
+	return "- {" + strings.Join(fields, ", ") + "}"
 }
 
 // CheckToken refuses a token that no tokens file could admit (too short, too long, or with

@@ -3,7 +3,6 @@ package auth
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/testkit/authtest"
 )
 
 // Tokens of these tests: long enough for CheckToken, one per role.
@@ -30,21 +30,9 @@ var (
 // tokenLine is the tokens-file line of token for ring (the zero ring: an admin token).
 func tokenLine(ring lease.RingKey, token string) string {
 	if ring == (lease.RingKey{}) {
-		return `- {hash: "` + HashToken(token) + `"}` + "\n"
+		return EntryLine("", token, "") + "\n"
 	}
-	return `- {ring: "` + ring.String() + `", hash: "` + HashToken(token) + `", name: "` + token[:6] + `"}` + "\n"
-}
-
-// writeAuthFile writes content to path, replacing the file (as a Secret update does).
-func writeAuthFile(t testing.TB, path, content string) {
-	t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
+	return EntryLine(ring.String(), token, token[:6]) + "\n"
 }
 
 // TestFileErrorsSayWhereAndWhat: every mistake in a tokens or secret file is one line naming
@@ -96,7 +84,7 @@ func secret(b []byte) error  { _, err := ParseClusterSecret(b); return err }
 func TestFileReloadsSayWhatHappened(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "workers.yaml")
 	first := tokenLine(testRing, tokOrders)
-	writeAuthFile(t, path, first)
+	authtest.ReplaceFile(t, path, first)
 	var logs bytes.Buffer
 	a, err := New(Files{WorkerTokens: path}, zerolog.New(&logs).Level(zerolog.InfoLevel))
 	if err != nil {
@@ -122,20 +110,49 @@ func TestFileReloadsSayWhatHappened(t *testing.T) {
 	expect("first load", "loaded --worker-tokens "+path+": 1 token for 1 ring")
 
 	// Run re-reads the file every second too: whoever reads a change, it is logged once.
-	writeAuthFile(t, path, first+"- {ring: eu/c1/orders, hashh: x}\n")
+	authtest.ReplaceFile(t, path, first+"- {ring: eu/c1/orders, hashh: x}\n")
 	for range 3 {
 		a.Reload()
 	}
 	expect("a broken edit, read three times",
 		"cannot use the changed --worker-tokens "+path+`: line 2: field "hashh" not found; entries take ring, hash, name; keeping the last good content`)
 
-	writeAuthFile(t, path, first)
+	authtest.ReplaceFile(t, path, first)
 	a.Reload()
 	a.Reload()
 	expect("the edit undone", "--worker-tokens "+path+" is usable again, as it was: 1 token for 1 ring still in force")
 
-	writeAuthFile(t, path, first+tokenLine(testRing, tokOrdersNew)+tokenLine(otherRing, tokOther))
+	authtest.ReplaceFile(t, path, first+tokenLine(testRing, tokOrdersNew)+tokenLine(otherRing, tokOther))
 	a.Reload()
 	a.Reload()
 	expect("new tokens", "reloaded --worker-tokens "+path+": 3 tokens for 2 rings")
+}
+
+// EntryLine writes the lines `token new` prints and the tokens files hold: a worker token names
+// its ring, an admin token none, and the file reader admits each for what it says.
+func TestEntryLineIsReadBack(t *testing.T) {
+	const tok = "entry-line-token-000000000001"
+	if got, want := EntryLine("eu/c1/orders", tok, "orders-2026"), `- {ring: "eu/c1/orders", hash: "`+HashToken(tok)+`", name: "orders-2026"}`; got != want {
+		t.Fatalf("worker line %s, want %s", got, want)
+	}
+	if got, want := EntryLine("", tok, ""), `- {hash: "`+HashToken(tok)+`"}`; got != want {
+		t.Fatalf("admin line %s, want %s", got, want)
+	}
+	wt, err := ParseWorkerTokens([]byte(EntryLine("eu/c1/orders", tok, "orders-2026") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, ok := wt.Match(lease.RingKey{Region: "eu", Cluster: "c1", Service: "orders"}, DigestOf(tok)); !ok || name != "orders-2026" {
+		t.Fatalf("the worker line admits %q %v", name, ok)
+	}
+	if _, ok := wt.Match(otherRing, DigestOf(tok)); ok {
+		t.Fatal("the worker line admits another ring")
+	}
+	at, err := ParseAdminTokens([]byte(EntryLine("", tok, "") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := at.Match(DigestOf(tok)); !ok {
+		t.Fatal("the admin line does not admit its token")
+	}
 }

@@ -18,28 +18,12 @@ import (
 // serve accepts one connection on a TLS listener of cfg and echoes one line back.
 func serve(t *testing.T, cfg *tls.Config) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				buf := make([]byte, 5)
-				if _, err := io.ReadFull(c, buf); err == nil {
-					_, _ = c.Write(buf)
-				}
-			}()
+	return tlstest.Serve(t, cfg, func(c *tls.Conn) {
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err == nil {
+			_, _ = c.Write(buf)
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 func roundTrip(addr string, cfg *tls.Config) error {

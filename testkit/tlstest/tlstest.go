@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"testing"
 	"time"
 )
 
@@ -139,4 +140,31 @@ func mustDo(err error) {
 	if err != nil {
 		panic("tlstest: " + err.Error())
 	}
+}
+
+// Serve listens on loopback with TLS config cfg until the test ends and runs handle on each
+// accepted connection in its own goroutine, closing the connection after it (handle runs under
+// a 10 s deadline on the connection, so no test hangs on a client that never speaks). It returns
+// the listener's address.
+func Serve(t testing.TB, cfg *tls.Config, handle func(c *tls.Conn)) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				handle(c.(*tls.Conn))
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
