@@ -44,9 +44,10 @@ const CodePeerConflict = "peer_conflict"
 // (two nodes with stale views of the leader must not pass a call back and forth).
 const HeaderForwardedBy = "Retryring-Forwarded-By"
 
-// leaderAddrWait bounds how long a follower waits to learn the leader's admin address from its
-// log before it answers a call it would forward no_leader.
-const leaderAddrWait = 2 * time.Second
+// leaderWait bounds how long a follower waits for a leader whose admin address it knows before it
+// answers a call it would forward no_leader: an election after the leader's removal or loss fits
+// in it, and with forwardTimeout it stays within ctl's 15 s for a mutation.
+const leaderWait = 5 * time.Second
 
 // forwardTimeout bounds a follower's call to the leader, commit included.
 const forwardTimeout = 5 * time.Second
@@ -244,6 +245,51 @@ func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body 
 	writeJSON(w, http.StatusOK, out)
 }
 
+// awaitLeaderToForward waits, at most wait, for a leader other than this node whose admin address
+// this node has applied, and returns it. Each poll asks Raft for the leader again: for a moment
+// after a restart this node knows the leader but has not applied its registration; while an
+// election is under way it knows no leader, or it is being elected itself; and when the leader
+// itself was just removed
+// (`ctl remove-peer` of the leader), its registration is gone while it still leads until the
+// removal commits and the others elect. A call in any of these moments waits for the next leader
+// instead of failing.
+func (n *Node) awaitLeaderToForward(ctx context.Context, wait time.Duration) (leaderID, addr string, err error) {
+	deadline := time.Now().Add(wait)
+	for {
+		_, lid := n.raft.LeaderWithID()
+		leaderID = string(lid)
+		switch {
+		case leaderID == "":
+			err = fmt.Errorf("%w: no leader known (an election is under way, or quorum is lost)", lease.ErrNoLeader)
+		case leaderID == n.cfg.NodeID:
+			// This node is taking the lead (or leaving it). Once its leadership is ready the call
+			// goes to its own admin endpoint like any forwarded call, where the leader's path
+			// takes it.
+			err = fmt.Errorf("%w: this node is taking or leaving the lead; retry", lease.ErrNoLeader)
+			if t := n.currentTerm(); t != nil && t.isReady() {
+				if addr = n.peerHTTPAddr(leaderID); addr != "" {
+					return leaderID, addr, nil
+				}
+			}
+		default:
+			if addr = n.peerHTTPAddr(leaderID); addr != "" {
+				return leaderID, addr, nil
+			}
+			err = fmt.Errorf("%w: leader %s has not registered its address yet", lease.ErrNoLeader, leaderID)
+		}
+		if !time.Now().Before(deadline) {
+			return "", "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", "", err
+		case <-n.stop:
+			return "", "", err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // forward sends an admin call to the leader's admin HTTP address and copies its answer back: the
 // follower makes the call itself, with the caller's Authorization header, rather than redirecting
 // (an HTTP client drops that header when a redirect changes the host).
@@ -253,34 +299,58 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 			lease.ErrNoLeader, by, n.cfg.NodeID))
 		return
 	}
-	_, lid := n.raft.LeaderWithID()
-	leaderID, addr := string(lid), ""
-	n.fsm.View(func(s *fsm.State, _ uint64) {
-		if c := s.Coordinators[leaderID]; c != nil {
-			addr = c.HTTPAddr
-		}
-	})
-	switch {
-	case leaderID == "":
-		writeAdminError(w, fmt.Errorf("%w: no leader known (an election is under way, or quorum is lost)", lease.ErrNoLeader))
-		return
-	case leaderID == n.cfg.NodeID:
-		writeAdminError(w, fmt.Errorf("%w: this node is taking or leaving the lead; retry", lease.ErrNoLeader))
-		return
-	case addr == "":
-		// For a moment after a restart this node knows the leader from Raft but has not applied
-		// the log that holds its registration: wait for that rather than fail the call.
-		if addr = n.awaitPeerHTTPAddr(r.Context(), leaderID, leaderAddrWait); addr == "" {
-			writeAdminError(w, fmt.Errorf("%w: leader %s has not registered its address yet", lease.ErrNoLeader, leaderID))
+	deadline := time.Now().Add(leaderWait)
+	for {
+		leaderID, addr, err := n.awaitLeaderToForward(r.Context(), time.Until(deadline))
+		if err != nil {
+			writeAdminError(w, err)
 			return
 		}
+		a, err := n.forwardOnce(r, body, leaderID, addr)
+		if err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		// The node taken for the leader answered that it does not lead: it lost the lead (or was
+		// removed) after this node last heard of it. Ask Raft again, within the same wait; every
+		// admin call is idempotent, so one whose commit the old leader may have made is safe to
+		// make again.
+		if a.noLeader() && time.Now().Before(deadline) && r.Context().Err() == nil {
+			select {
+			case <-r.Context().Done():
+			case <-n.stop:
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		w.Header().Set("Content-Type", a.contentType)
+		w.WriteHeader(a.status)
+		_, _ = w.Write(a.body)
+		return
 	}
+}
+
+// forwarded is a leader's answer to a forwarded admin call.
+type forwarded struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+func (a forwarded) noLeader() bool {
+	var e struct {
+		Error string `json:"error"`
+	}
+	return a.status == http.StatusServiceUnavailable && json.Unmarshal(a.body, &e) == nil && e.Error == lease.CodeNoLeader
+}
+
+// forwardOnce makes the call r (with body) to the leader leaderID at addr.
+func (n *Node) forwardOnce(r *http.Request, body []byte, leaderID, addr string) (forwarded, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.peerURL(addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
-		writeAdminError(w, fmt.Errorf("%w: %w", lease.ErrInternal, err))
-		return
+		return forwarded{}, fmt.Errorf("%w: %w", lease.ErrInternal, err)
 	}
 	for _, h := range []string{"Content-Type", "Authorization"} {
 		if v := r.Header.Get(h); v != "" {
@@ -296,22 +366,17 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		writeAdminError(w, fmt.Errorf("%w: leader %s: %w", lease.ErrUnavailable, leaderID, mismatch))
-		return
+		return forwarded{}, fmt.Errorf("%w: leader %s: %w", lease.ErrUnavailable, leaderID, mismatch)
 	}
 	if err != nil {
-		writeAdminError(w, fmt.Errorf("%w: leader %s at %s did not answer: %w", lease.ErrUnavailable, leaderID, addr, err))
-		return
+		return forwarded{}, fmt.Errorf("%w: leader %s at %s did not answer: %w", lease.ErrUnavailable, leaderID, addr, err)
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		writeAdminError(w, fmt.Errorf("%w: leader %s's answer: %w", lease.ErrUnavailable, leaderID, err))
-		return
+		return forwarded{}, fmt.Errorf("%w: leader %s's answer: %w", lease.ErrUnavailable, leaderID, err)
 	}
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(answer)
+	return forwarded{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: answer}, nil
 }
 
 // writeAdminError answers an admin call with the error's code and message: 400 bad_request, 409

@@ -202,6 +202,22 @@ func TestRemoveTheLeader(t *testing.T) {
 	}
 }
 
+// An admin call made through a follower right after the leader's removal, while the removed node
+// may still lead for a moment without its registration and the others then elect, waits for the
+// next leader instead of answering no_leader (TestStatefulSetScalesThroughJoin's second
+// remove-peer failed so).
+func TestAdminCallRightAfterTheLeadersRemoval(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	leader := c.leader()
+	follower := c.followers(leader)[0]
+	if status, body := post(t, leader.HTTPAddr(), PathRemovePeer, `{"id":"`+leader.cfg.NodeID+`"}`, nil); status != http.StatusOK {
+		t.Fatalf("remove-peer of the leader: %d %s", status, body)
+	}
+	if status, body := post(t, follower.HTTPAddr(), PathRings+"eu/c1/orders/pause", `{}`, nil); status != http.StatusOK {
+		t.Fatalf("a pause through a follower right after the leader's removal: %d %s", status, body)
+	}
+}
+
 // --join excludes --peers and --recover: one line naming both.
 func TestJoinConfigIsChecked(t *testing.T) {
 	for name, cfg := range map[string]Config{

@@ -250,24 +250,6 @@ func (n *Node) peerHTTPAddr(id string) string {
 	return addr
 }
 
-// awaitPeerHTTPAddr polls this node's state for the admin address coordinator id registered,
-// for up to wait; "" if it is still unknown then.
-func (n *Node) awaitPeerHTTPAddr(ctx context.Context, id string, wait time.Duration) string {
-	deadline := time.Now().Add(wait)
-	for {
-		if addr := n.peerHTTPAddr(id); addr != "" || !time.Now().Before(deadline) {
-			return addr
-		}
-		select {
-		case <-ctx.Done():
-			return ""
-		case <-n.stop:
-			return ""
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 // peerStatus asks the coordinator at addr for its own status (GET /v1/status?local=1). It goes
 // through the same client as forwarded admin calls (peerHTTPClient), so it speaks whatever the
 // coordinators speak among themselves.
