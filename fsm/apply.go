@@ -47,6 +47,8 @@ func (s *State) Apply(c Command) error {
 		return s.applyCordon(c)
 	case *EpochFloor:
 		return s.applyEpochFloor(c)
+	case *SetMovement:
+		return s.applySetMovement(c)
 	case *InTerm:
 		// Its term is checked against the log entry's, which only FSM.Apply knows.
 		return fmt.Errorf("%w: an in_term command applies only as a raft log entry (FSM.Apply)", ErrMalformed)

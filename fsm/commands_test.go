@@ -40,6 +40,7 @@ func oneOfEach() []fsm.Command {
 		&fsm.Cordon{Ring: ringA, WorkerID: "w1", Clear: true},
 		&fsm.EpochFloor{Floor: 1_796_000_000_000_000, Settle: true, Reason: "recover", AtMs: 1796000000000},
 		&fsm.InTerm{Term: 7, Entry: []byte{byte(fsm.TypeRemoveCoordinator), bodyVersion, '{', '}'}},
+		&fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: 0.2, MaxRanges: 9, AtMs: 1796000000001},
 	}
 }
 
@@ -86,7 +87,7 @@ func TestCommandTypeNames(t *testing.T) {
 		fsm.TypeExpire: "expire", fsm.TypeAssign: "assign", fsm.TypeCommitTiming: "commit_timing",
 		fsm.TypeRetireTiming: "retire_timing", fsm.TypePause: "pause", fsm.TypeResume: "resume", fsm.TypeLimit: "limit",
 		fsm.TypeReconcile: "reconcile", fsm.TypeCordon: "cordon", fsm.TypeEpochFloor: "epoch_floor",
-		fsm.TypeInTerm: "in_term",
+		fsm.TypeInTerm: "in_term", fsm.TypeSetMovement: "set_movement",
 	}
 	for _, c := range oneOfEach() {
 		if got := c.Type().String(); got != want[c.Type()] {
@@ -99,18 +100,21 @@ func TestCommandTypeNames(t *testing.T) {
 }
 
 // lastType is the highest command type of this build.
-const lastType = fsm.TypeInTerm
+const lastType = fsm.TypeSetMovement
 
 // TestCommandsSince: the lease commands are FSM version 1, the lease timing and the flow controls
-// version 2, Reconcile version 3, Cordon and the epoch floor version 4, InTerm version 5 (the version
-// of this build), and a type the build does not know was introduced by no version it knows.
+// version 2, Reconcile version 3, Cordon and the epoch floor version 4, InTerm version 5,
+// SetMovement version 6 (the version of this build), and a type the build does not know was
+// introduced by no version it knows.
 func TestCommandsSince(t *testing.T) {
-	if fsm.Version != 5 {
-		t.Fatalf("FSM version %d, want 5", fsm.Version)
+	if fsm.Version != 6 {
+		t.Fatalf("FSM version %d, want 6", fsm.Version)
 	}
 	for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
 		want := 1
 		switch {
+		case typ == fsm.TypeSetMovement:
+			want = 6
 		case typ == fsm.TypeInTerm:
 			want = 5
 		case typ > fsm.TypeReconcile:

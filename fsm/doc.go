@@ -49,6 +49,10 @@
 // term of its stretch of leadership; FSM.Apply applies it only in a log entry of that term, so a
 // stretch that ended before its leader noticed commits nothing (ErrStaleTerm).
 //
+// Movement mode (FSM version 6): SetMovement makes a ring's assignment the minimal-movement one of
+// lease/minimal (Ring.Movement) instead of the contiguous split; a replicated setting of the ring,
+// so that every leader plans it alike.
+//
 // Every command is idempotent (raft may apply a command whose proposer saw ErrLeadershipLost, and a
 // new leader may propose it again) and carries a type byte and a body version byte. Every type and
 // body version belongs to an FSM version (Version, CommandType.Since); a node that meets one its
