@@ -32,6 +32,7 @@ const (
 	TypeEpochFloor          CommandType = 16
 	TypeInTerm              CommandType = 17
 	TypeSetMovement         CommandType = 18
+	TypeHandOn              CommandType = 19
 )
 
 // Version is the FSM version of this build: it knows every command type, body version and
@@ -54,9 +55,10 @@ const (
 // Version 5 adds InTerm (17): a command of one stretch of leadership, applied only in a log entry
 // of the stretch's Raft term. The state did not change, so snapshots stay at format 4 at most.
 //
-// Version 6 adds SetMovement (18): a ring's movement mode, contiguous (the default) or minimal.
-// Its state (Ring.Movement) needs snapshots of format 6: a version 5 node would drop it and plan
-// the ring contiguously while its peers plan it minimally.
+// Version 6 adds SetMovement (18): a ring's movement mode, contiguous (the default) or minimal,
+// and HandOn (19): the leader's decision that a minimal-mode ring's reserved slot waited long
+// enough. Their state (Ring.Movement, with the target) needs snapshots of format 6: a version 5
+// node would drop it and plan the ring contiguously while its peers plan it minimally.
 const Version = 6
 
 // commandNames are the names logs and transcripts give the command types.
@@ -79,6 +81,7 @@ var commandNames = map[CommandType]string{
 	TypeEpochFloor:          "epoch_floor",
 	TypeInTerm:              "in_term",
 	TypeSetMovement:         "set_movement",
+	TypeHandOn:              "hand_on",
 }
 
 // introducedIn lists, for each FSM version, the command types it introduced.
@@ -88,7 +91,7 @@ var introducedIn = map[int][]CommandType{
 	3: {TypeReconcile},
 	4: {TypeCordon, TypeEpochFloor},
 	5: {TypeInTerm},
-	6: {TypeSetMovement},
+	6: {TypeSetMovement, TypeHandOn},
 }
 
 // bodyVersion is the second byte of every entry this build writes. Every type is at body 1 so
@@ -355,6 +358,8 @@ func decodeAt(b []byte, v int) (Command, error) {
 		c = &InTerm{}
 	case TypeSetMovement:
 		c = &SetMovement{}
+	case TypeHandOn:
+		c = &HandOn{}
 	}
 	if err := json.Unmarshal(b[2:], c); err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrMalformed, b[0], err)

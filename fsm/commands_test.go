@@ -41,6 +41,7 @@ func oneOfEach() []fsm.Command {
 		&fsm.EpochFloor{Floor: 1_796_000_000_000_000, Settle: true, Reason: "recover", AtMs: 1796000000000},
 		&fsm.InTerm{Term: 7, Entry: []byte{byte(fsm.TypeRemoveCoordinator), bodyVersion, '{', '}'}},
 		&fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: 0.2, MaxRanges: 9, AtMs: 1796000000001},
+		&fsm.HandOn{Ring: ringA, WorkerID: "w1", Generation: 12},
 	}
 }
 
@@ -87,7 +88,7 @@ func TestCommandTypeNames(t *testing.T) {
 		fsm.TypeExpire: "expire", fsm.TypeAssign: "assign", fsm.TypeCommitTiming: "commit_timing",
 		fsm.TypeRetireTiming: "retire_timing", fsm.TypePause: "pause", fsm.TypeResume: "resume", fsm.TypeLimit: "limit",
 		fsm.TypeReconcile: "reconcile", fsm.TypeCordon: "cordon", fsm.TypeEpochFloor: "epoch_floor",
-		fsm.TypeInTerm: "in_term", fsm.TypeSetMovement: "set_movement",
+		fsm.TypeInTerm: "in_term", fsm.TypeSetMovement: "set_movement", fsm.TypeHandOn: "hand_on",
 	}
 	for _, c := range oneOfEach() {
 		if got := c.Type().String(); got != want[c.Type()] {
@@ -100,11 +101,11 @@ func TestCommandTypeNames(t *testing.T) {
 }
 
 // lastType is the highest command type of this build.
-const lastType = fsm.TypeSetMovement
+const lastType = fsm.TypeHandOn
 
 // TestCommandsSince: the lease commands are FSM version 1, the lease timing and the flow controls
 // version 2, Reconcile version 3, Cordon and the epoch floor version 4, InTerm version 5,
-// SetMovement version 6 (the version of this build), and a type the build does not know was
+// SetMovement and HandOn version 6 (the version of this build), and a type the build does not know was
 // introduced by no version it knows.
 func TestCommandsSince(t *testing.T) {
 	if fsm.Version != 6 {
@@ -113,7 +114,7 @@ func TestCommandsSince(t *testing.T) {
 	for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
 		want := 1
 		switch {
-		case typ == fsm.TypeSetMovement:
+		case typ >= fsm.TypeSetMovement:
 			want = 6
 		case typ == fsm.TypeInTerm:
 			want = 5

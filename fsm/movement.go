@@ -47,6 +47,10 @@ type Movement struct {
 	// SinceMs is when the setting last changed: the proposing leader's wall clock, Unix ms, for
 	// people only.
 	SinceMs int64 `json:"since_ms,omitempty"`
+	// Target is the assignment the plans lead to, one slot per worker id in node-index order: in
+	// the replicated state, so that a new leader resumes a rebalance where the last one was. It
+	// follows the members as commands are applied (Ring.followMembers) and HandOn.
+	Target []Slot `json:"target,omitempty"`
 }
 
 // Config is the setting as a lease/minimal configuration.
@@ -67,6 +71,11 @@ func (m *Movement) clone() *Movement {
 		return nil
 	}
 	out := *m
+	out.Target = nil
+	for _, s := range m.Target {
+		s.Ranges = append(lease.Ranges(nil), s.Ranges...)
+		out.Target = append(out.Target, s)
+	}
 	return &out
 }
 
@@ -113,9 +122,14 @@ func (s *State) applySetMovement(c *SetMovement) error {
 	if r == nil {
 		r = s.ringFor(c.Ring)
 	}
-	if r.Movement != nil && r.Movement.Tolerance == cfg.Tolerance && r.Movement.MaxRanges == cfg.MaxRanges {
-		return nil
+	switch {
+	case r.Movement == nil:
+		settled := r.Settled()
+		r.Movement = &Movement{Tolerance: cfg.Tolerance, MaxRanges: cfg.MaxRanges, SinceMs: c.AtMs}
+		r.seedTarget(settled)
+	case r.Movement.Tolerance != cfg.Tolerance || r.Movement.MaxRanges != cfg.MaxRanges:
+		// New parameters keep the target: they bound the changes to come.
+		r.Movement.Tolerance, r.Movement.MaxRanges, r.Movement.SinceMs = cfg.Tolerance, cfg.MaxRanges, c.AtMs
 	}
-	r.Movement = &Movement{Tolerance: cfg.Tolerance, MaxRanges: cfg.MaxRanges, SinceMs: c.AtMs}
 	return nil
 }

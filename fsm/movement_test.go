@@ -55,7 +55,7 @@ func TestSetMovementIsAReplicatedSetting(t *testing.T) {
 		t.Fatalf("ring after setting the minimal mode: %+v", r)
 	}
 	want := fsm.Movement{Tolerance: minimal.DefaultTolerance, MaxRanges: minimal.DefaultMaxRanges, SinceMs: 100}
-	if *r.Movement != want {
+	if !reflect.DeepEqual(*r.Movement, want) {
 		t.Fatalf("setting %+v, want %+v", *r.Movement, want)
 	}
 	before := stateJSON(t, s)
@@ -64,7 +64,7 @@ func TestSetMovementIsAReplicatedSetting(t *testing.T) {
 		t.Fatalf("setting the mode in force again changed the state")
 	}
 	mustApply(t, s, &fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: 0.2, MaxRanges: 8, AtMs: 300})
-	if got := *s.Ring(ringA).Movement; got != (fsm.Movement{Tolerance: 0.2, MaxRanges: 8, SinceMs: 300}) {
+	if got := *s.Ring(ringA).Movement; !reflect.DeepEqual(got, fsm.Movement{Tolerance: 0.2, MaxRanges: 8, SinceMs: 300}) {
 		t.Fatalf("setting after new parameters: %+v", got)
 	}
 	if got := s.Ring(ringA).Movement.Config(); got.Tolerance != 0.2 || got.MaxRanges != 8 || got.MergeAbove != 4 {
@@ -101,7 +101,8 @@ func TestMovementCloneAndRoundTrip(t *testing.T) {
 		t.Fatalf("clone differs from the state")
 	}
 	c.Ring(ringA).Movement.Tolerance = 0.4
-	if s.Ring(ringA).Movement.Tolerance != 0.25 {
+	c.Ring(ringA).Movement.Target[0].Ranges[0].End = 7
+	if s.Ring(ringA).Movement.Tolerance != 0.25 || s.Ring(ringA).Movement.Target[0].Ranges[0].End == 7 {
 		t.Fatalf("a change to the clone's setting changed the original")
 	}
 	var buf bytes.Buffer
@@ -169,5 +170,35 @@ func TestVersion5NodeHaltsAtSetMovement(t *testing.T) {
 	}
 	if resp := fsm.New(zerolog.Nop()).Apply(commandLog(t, 1, &fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal})); resp != nil {
 		t.Fatalf("version 6 node applying a SetMovement: %v", resp)
+	}
+}
+
+// TestHandOnOfAnOlderReservationChangesNothing: a HandOn decided before the worker id came back
+// and left again (its slot reserved at a later generation) changes nothing, nor does one of a slot
+// that is not reserved, or of a contiguous ring; one without a worker id is malformed.
+func TestHandOnOfAnOlderReservationChangesNothing(t *testing.T) {
+	s := settledPair(t)
+	mustApply(t, s, &fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal})
+	mustApply(t, s, &fsm.Down{Ring: ringA, WorkerID: "B", Incarnation: "b1"})
+	decided := s.Ring(ringA).Generation
+	join(t, s, "B", "b2")
+	mustApply(t, s, &fsm.Down{Ring: ringA, WorkerID: "B", Incarnation: "b2"})
+	before := stateJSON(t, s)
+	for _, c := range []*fsm.HandOn{
+		{Ring: ringA, WorkerID: "B", Generation: decided},
+		{Ring: ringA, WorkerID: "A", Generation: s.Ring(ringA).Generation},
+		{Ring: ringB, WorkerID: "A", Generation: 1},
+	} {
+		mustApply(t, s, c)
+		if stateJSON(t, s) != before {
+			t.Fatalf("%+v changed the state", c)
+		}
+	}
+	mustApply(t, s, &fsm.HandOn{Ring: ringA, WorkerID: "B", Generation: s.Ring(ringA).Generation})
+	if r := s.Ring(ringA); len(r.Reservations()) != 0 || len(r.Movement.Target) != 1 {
+		t.Fatalf("B's slot was not handed on: %+v", r.Movement.Target)
+	}
+	if err := s.Apply(&fsm.HandOn{Ring: ringA}); !errors.Is(err, fsm.ErrMalformed) || err.Error() != "fsm: malformed command: hand-on without a worker id" {
+		t.Fatalf("hand-on without a worker id: %v", err)
 	}
 }

@@ -281,6 +281,9 @@ func (r *Ring) Settled() bool {
 			return false
 		}
 	}
+	if r.Movement != nil {
+		return r.settledMinimal()
+	}
 	eligible := r.EligibleMembers()
 	if len(eligible) > 0 {
 		split := lease.Split(len(eligible))
