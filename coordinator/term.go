@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -51,6 +52,10 @@ type leaderTerm struct {
 	releases []*releaseReq
 
 	recent map[string]time.Time // reconcile loop only: commands committed lately, by encoding
+	// reservedSeen is when this term first saw each reserved slot of a minimal-mode ring
+	// (decideHandOns), by ring id, worker id and the generation it was reserved at. Reconcile
+	// loop only.
+	reservedSeen map[string]time.Time
 	// timingCommitted: this term's CommitTiming is in the state (start goroutine, then the
 	// reconcile loop).
 	timingCommitted bool
@@ -536,6 +541,9 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			decisions[id] = d
 		}
 	})
+	if handOns := t.decideHandOns(now, rings, later); len(handOns) > 0 {
+		t.commitOneByOne(handOns, now, later)
+	}
 	releases := t.takeReleases()
 	if t.n.versionGate(&fsm.Reconcile{}) != nil {
 		t.reconcileOneByOne(rings, decisions, releases, now, later)
@@ -692,4 +700,39 @@ func (t *leaderTerm) pruneSends() {
 		low, ok := lowest[m]
 		return low, ok
 	})
+}
+
+// decideHandOns runs decideHandOns over every ring, keeping when this term first saw each
+// reservation and forgetting those that ended. The hand-ons go in entries of their own before the
+// pass: the pass plans on the state read before them, and the entry's commit wakes the next pass,
+// which plans on the new target.
+func (t *leaderTerm) decideHandOns(now time.Time, rings map[string]*fsm.Ring, later func(time.Time)) []fsm.Command {
+	if t.reservedSeen == nil {
+		t.reservedSeen = map[string]time.Time{}
+	}
+	live := map[string]bool{}
+	var out []fsm.Command
+	for id, r := range rings {
+		seen := func(s fsm.Slot) time.Time {
+			key := id + "\x00" + s.WorkerID + "\x00" + strconv.FormatUint(s.ReservedAt, 10)
+			live[key] = true
+			at, ok := t.reservedSeen[key]
+			if !ok {
+				at = now
+				t.reservedSeen[key] = at
+			}
+			return at
+		}
+		handOns, wake := decideHandOns(now, r, seen)
+		later(wake)
+		for i := range handOns {
+			out = append(out, &handOns[i])
+		}
+	}
+	for key := range t.reservedSeen {
+		if !live[key] {
+			delete(t.reservedSeen, key)
+		}
+	}
+	return out
 }
