@@ -2,7 +2,10 @@ package coordinator
 
 import (
 	"errors"
+	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,11 +66,29 @@ func TestMinimalMovementThroughTheAdminAPI(t *testing.T) {
 		})
 	}
 
+	counting := c.leader()
+	movedBefore := ringMetric(t, counting, "retryring_coordinator_ring_tokens_moved_total")
 	cw := newTestWorker(t, "c", addrs...).start()
 	tau := minimal.DefaultTolerance
 	eventually(t, 10*time.Second, "a, b and c share the ring within the tolerance", func() bool {
 		return coverOnce((1-tau)/3-1e-9, (1+tau)/3+1e-9, a, b, cw)
 	})
+	// The join moved c's share, no more: within 1/(N+1) + τ/N of the ring, and at least the lower
+	// bound of a third. The counter is the leader's own: a leader change meanwhile (a loaded
+	// machine) leaves nothing to compare.
+	moved := (ringMetric(t, counting, "retryring_coordinator_ring_tokens_moved_total") - movedBefore) / math.Pow(2, 64)
+	if c.leader() != counting {
+		t.Logf("the leader changed during c's join: tokens moved not checked")
+	} else if moved < (1-tau)/3-1e-9 || moved > 1.0/3+tau/2+1e-9 {
+		t.Errorf("tokens moved by c's join: %.4f of the ring, want within [%.4f, %.4f]", moved, (1-tau)/3, 1.0/3+tau/2)
+	}
+	if most := ringMetric(t, c.leader(), "retryring_coordinator_ring_member_ranges_max"); most < 1 || most > minimal.DefaultMaxRanges {
+		t.Errorf("most ranges of a member: %v", most)
+	}
+	page := getPage(t, follower.HTTPAddr())
+	if !strings.Contains(page, "minimal movement, tolerance 0.1, max ranges 16") {
+		t.Errorf("the ring page does not show the minimal mode:\n%s", page)
+	}
 	if g, _ := a.latest(); g.lease.Epoch == ga.lease.Epoch {
 		t.Fatalf("a gave c nothing: still epoch %d", g.lease.Epoch)
 	}
@@ -164,4 +185,34 @@ func TestMovementWaitsForTheUpgrade(t *testing.T) {
 	if _, ok := c.leader().View().Ring(testRing); ok {
 		t.Fatalf("a refused setting made a ring")
 	}
+}
+
+// ringMetric reads the value of a per-ring series of testRing from node n's /metrics; 0 when the
+// series is absent (a counter nothing added to yet).
+func ringMetric(t *testing.T, n *Node, name string) float64 {
+	t.Helper()
+	series := name + `{cluster="` + testRing.Cluster + `",region="` + testRing.Region + `",service="` + testRing.Service + `"} `
+	for _, line := range strings.Split(getBody(t, n.HTTPAddr(), "/metrics"), "\n") {
+		if v, ok := strings.CutPrefix(line, series); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+func getPage(t *testing.T, addr string) string { return getBody(t, addr, PathPage) }
+
+func getBody(t *testing.T, addr, path string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

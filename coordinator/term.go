@@ -641,6 +641,7 @@ func (t *leaderTerm) reconcileOneByOne(rings map[string]*fsm.Ring, decisions map
 			t.log.Warn().Err(err).Msg("plan proposal failed; retrying")
 			later(now.Add(100 * time.Millisecond))
 		default:
+			t.n.metrics.countMoved(r.Key, movedTokens(r, plan.Assignments))
 			t.log.Info().Str("ring", r.Key.String()).Interface("assignments", plan.Assignments).Msg("committed assignment")
 		}
 	}
