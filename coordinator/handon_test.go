@@ -49,3 +49,69 @@ func TestDecideHandOnsWaitsTheReturnDelay(t *testing.T) {
 		t.Fatalf("a contiguous ring: %+v", got)
 	}
 }
+
+// settleAll releases every active member's epoch, expires every pending hold and plans, until
+// the plan changes nothing.
+func settleAll(t *testing.T, s *fsm.State) {
+	t.Helper()
+	for range 10 {
+		r := s.Ring(testRing)
+		for _, m := range r.ActiveMembers() {
+			if m.Assigned() {
+				apply(t, s, &fsm.Release{Ring: testRing, WorkerID: m.WorkerID, Incarnation: m.Incarnation, Epoch: m.Epoch})
+			}
+		}
+		for _, h := range fsm.PendingHolds(s.Ring(testRing)) {
+			apply(t, s, &fsm.Expire{Ring: testRing, WorkerID: h.WorkerID, Incarnation: h.Incarnation, UpTo: h.Epoch, Generation: s.Ring(testRing).Generation})
+		}
+		a := fsm.Plan(s.Ring(testRing))
+		if a == nil {
+			return
+		}
+		apply(t, s, a)
+	}
+	t.Fatalf("the ring does not settle")
+}
+
+// TestDecideEvenOutWaitsForAnIdleRing: a settled minimal-mode ring whose shares are not even gets
+// an even-out step once the leader has seen it settled for evenOutIdle (it wakes then), decided
+// on its generation and step; a ring with a change in flight, or already even, gets none.
+func TestDecideEvenOutWaitsForAnIdleRing(t *testing.T) {
+	s := fsm.NewState()
+	apply(t, s, &fsm.SetMovement{Ring: testRing, Mode: fsm.ModeMinimal})
+	for _, w := range []string{"a", "b", "c"} {
+		apply(t, s, join(w))
+		settleAll(t, s)
+	}
+	r := s.Ring(testRing)
+	if !r.Settled() || r.EvenedOut() {
+		t.Fatalf("setup: settled %v, even %v", r.Settled(), r.EvenedOut())
+	}
+	seen := func() time.Time { return t0 }
+	if step, wake := decideEvenOut(t0, r, seen); step != nil || !wake.Equal(t0.Add(evenOutIdle)) {
+		t.Fatalf("at once: %+v, wake %v", step, wake)
+	}
+	step, wake := decideEvenOut(t0.Add(evenOutIdle), r, seen)
+	if step == nil || *step != (fsm.EvenOut{Ring: testRing, Generation: r.Generation, Step: 0}) || !wake.IsZero() {
+		t.Fatalf("idle: %+v, wake %v", step, wake)
+	}
+	apply(t, s, step)
+	if step, _ := decideEvenOut(t0.Add(evenOutIdle), s.Ring(testRing), seen); step != nil {
+		t.Fatalf("a step in flight, yet another: %+v", step)
+	}
+	for range 50 {
+		settleAll(t, s)
+		r = s.Ring(testRing)
+		if r.EvenedOut() {
+			break
+		}
+		step, _ := decideEvenOut(t0.Add(evenOutIdle), r, seen)
+		if step == nil {
+			t.Fatalf("a settled ring that is not even got no step")
+		}
+		apply(t, s, step)
+	}
+	if step, wake := decideEvenOut(t0.Add(evenOutIdle), s.Ring(testRing), seen); step != nil || !wake.IsZero() || !s.Ring(testRing).EvenedOut() {
+		t.Fatalf("an even ring: %+v, wake %v", step, wake)
+	}
+}

@@ -51,6 +51,8 @@ func (s *State) Apply(c Command) error {
 		return s.applySetMovement(c)
 	case *HandOn:
 		return s.applyHandOn(c)
+	case *EvenOut:
+		return s.applyEvenOut(c)
 	case *InTerm:
 		// Its term is checked against the log entry's, which only FSM.Apply knows.
 		return fmt.Errorf("%w: an in_term command applies only as a raft log entry (FSM.Apply)", ErrMalformed)

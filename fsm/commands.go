@@ -33,6 +33,7 @@ const (
 	TypeInTerm              CommandType = 17
 	TypeSetMovement         CommandType = 18
 	TypeHandOn              CommandType = 19
+	TypeEvenOut             CommandType = 20
 )
 
 // Version is the FSM version of this build: it knows every command type, body version and
@@ -56,8 +57,8 @@ const (
 // of the stretch's Raft term. The state did not change, so snapshots stay at format 4 at most.
 //
 // Version 6 adds SetMovement (18): a ring's movement mode, contiguous (the default) or minimal,
-// and HandOn (19): the leader's decision that a minimal-mode ring's reserved slot waited long
-// enough. Their state (Ring.Movement, with the target) needs snapshots of format 6: a version 5
+// HandOn (19): the leader's decision that a minimal-mode ring's reserved slot waited long
+// enough, and EvenOut (20): one step of the idle even-out. Their state (Ring.Movement, with the target) needs snapshots of format 6: a version 5
 // node would drop it and plan the ring contiguously while its peers plan it minimally.
 const Version = 6
 
@@ -82,6 +83,7 @@ var commandNames = map[CommandType]string{
 	TypeInTerm:              "in_term",
 	TypeSetMovement:         "set_movement",
 	TypeHandOn:              "hand_on",
+	TypeEvenOut:             "even_out",
 }
 
 // introducedIn lists, for each FSM version, the command types it introduced.
@@ -91,7 +93,7 @@ var introducedIn = map[int][]CommandType{
 	3: {TypeReconcile},
 	4: {TypeCordon, TypeEpochFloor},
 	5: {TypeInTerm},
-	6: {TypeSetMovement, TypeHandOn},
+	6: {TypeSetMovement, TypeHandOn, TypeEvenOut},
 }
 
 // bodyVersion is the second byte of every entry this build writes. Every type is at body 1 so
@@ -360,6 +362,8 @@ func decodeAt(b []byte, v int) (Command, error) {
 		c = &SetMovement{}
 	case TypeHandOn:
 		c = &HandOn{}
+	case TypeEvenOut:
+		c = &EvenOut{}
 	}
 	if err := json.Unmarshal(b[2:], c); err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrMalformed, b[0], err)

@@ -159,6 +159,12 @@ func drawCommand(t *rapid.T, s *fsm.State, typ fsm.CommandType) fsm.Command {
 			return &fsm.HandOn{Ring: k, WorkerID: rapid.SampledFrom(r.Reservations()).Draw(t, "slot").WorkerID, Generation: g}
 		}
 		return &fsm.HandOn{Ring: k, WorkerID: w, Generation: g}
+	case fsm.TypeEvenOut:
+		var step uint64
+		if r != nil && r.Movement != nil {
+			step = r.Movement.EvenOutSteps
+		}
+		return &fsm.EvenOut{Ring: k, Generation: drawGeneration(t, r), Step: rapid.SampledFrom([]uint64{step, step + 1}).Draw(t, "step")}
 	case fsm.TypeInTerm:
 		return nil // the State refuses it: only FSM.Apply knows the entry's term (term_test.go)
 	}

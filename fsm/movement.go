@@ -49,8 +49,10 @@ type Movement struct {
 	SinceMs int64 `json:"since_ms,omitempty"`
 	// Target is the assignment the plans lead to, one slot per worker id in node-index order: in
 	// the replicated state, so that a new leader resumes a rebalance where the last one was. It
-	// follows the members as commands are applied (Ring.followMembers) and HandOn.
+	// follows the members as commands are applied (Ring.followMembers), HandOn and EvenOut.
 	Target []Slot `json:"target,omitempty"`
+	// EvenOutSteps counts the even-out steps applied (EvenOut.Step names the next).
+	EvenOutSteps uint64 `json:"even_out_steps,omitempty"`
 }
 
 // Config is the setting as a lease/minimal configuration.

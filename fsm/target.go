@@ -283,3 +283,48 @@ func (r *Ring) cordonedSettled(first int) bool {
 	}
 	return true
 }
+
+// EvenOut is one step of the idle even-out of a minimal-mode ring (lease/minimal's EvenOut):
+// shares towards the mean to one token, members with more than MergeAbove ranges merged, at most
+// StepMoves ranges moved. The leader proposes it once the ring has been idle (settled, nothing
+// reserved) for a while by its own clock; the steps are spaced by that wait, which bounds the
+// churn. Generation and Step are the ring's generation and Movement.EvenOutSteps in the state the
+// leader decided on: a step decided before a membership change, or applied already, changes
+// nothing, so the command is idempotent. It changes nothing either while the ring is not settled
+// (Ring.Settled: a change or an earlier step still in flight).
+type EvenOut struct {
+	Ring       lease.RingKey `json:"ring"`
+	Generation uint64        `json:"generation"`
+	Step       uint64        `json:"step"`
+}
+
+// Type implements Command.
+func (EvenOut) Type() CommandType { return TypeEvenOut }
+
+// applyEvenOut runs one even-out step on the target; the plans then move the pieces.
+func (s *State) applyEvenOut(c *EvenOut) error {
+	if err := validateRing(c.Ring); err != nil {
+		return err
+	}
+	r := s.Ring(c.Ring)
+	if r == nil || r.Movement == nil || r.Generation != c.Generation || r.Movement.EvenOutSteps != c.Step || !r.Settled() {
+		return nil
+	}
+	a, moves := r.Movement.planner().EvenOut(r.Movement.assignment())
+	if len(moves) == 0 {
+		return nil
+	}
+	r.Movement.install(a, r.Generation)
+	r.Movement.EvenOutSteps++
+	return nil
+}
+
+// EvenedOut reports whether a minimal-mode ring's target needs no even-out step: every share
+// within one token of the mean and no member above MergeAbove ranges (lease/minimal's Settled).
+// True for a contiguous ring.
+func (r *Ring) EvenedOut() bool {
+	if r == nil || r.Movement == nil {
+		return true
+	}
+	return r.Movement.planner().Settled(r.Movement.assignment())
+}

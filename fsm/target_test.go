@@ -176,3 +176,88 @@ func TestMinimalModeBoundsOverGeneratedChanges(t *testing.T) {
 	})
 	t.Logf("%d joins, %d of them from a target within τ and checked against the bounds", joins, checkedJoins)
 }
+
+// pieces counts the ranges that changed slot from before to after: one move of lease/minimal
+// each (one handover, one re-scan), as the naive model sees them.
+func pieces(before, after map[string]lease.Ranges) int {
+	n := 0
+	for from, rs := range before {
+		for to, got := range after {
+			if from != to {
+				n += len(rs.Intersect(got))
+			}
+		}
+	}
+	return n
+}
+
+// TestEvenOutStepsUnderTheChurnBudget: a minimal-mode ring built by generated joins and crashes
+// (within the tolerance, not equal) is evened out by EvenOut steps, each applied only once the ring
+// is settled and each moving at most max(StepMoves, N−1) ranges, until every share is within one
+// token of every other and no member holds more than MergeAbove ranges; the members then hold
+// exactly the target. A step applied again, decided on an older generation, or applied while a
+// step is in flight changes nothing.
+func TestEvenOutStepsUnderTheChurnBudget(t *testing.T) {
+	steps := 0
+	rapid.Check(t, func(t *rapid.T) {
+		w := newWorld(ringA)
+		w.startMinimal(t)
+		next := 0
+		for range rapid.IntRange(2, 10).Draw(t, "n") {
+			next++
+			w.mustApply(t, &fsm.Join{Ring: ringA, WorkerID: fmt.Sprintf("w%d", next), Incarnation: "i0"})
+			w.settle(t, ringA)
+		}
+		if active := w.st.Ring(ringA).ActiveMembers(); len(active) > 2 && rapid.Bool().Draw(t, "crash") {
+			m := active[rapid.IntRange(0, len(active)-1).Draw(t, "crashed")]
+			w.mustApply(t, &fsm.Down{Ring: ringA, WorkerID: m.WorkerID, Incarnation: m.Incarnation})
+			w.settle(t, ringA)
+		}
+		cfg := w.st.Ring(ringA).Movement.Config()
+		for round := 0; !w.st.Ring(ringA).EvenedOut(); round++ {
+			if round > 500 {
+				t.Fatalf("no even ring after 500 steps:\n%s", describeRing(w.st.Ring(ringA)))
+			}
+			r := w.st.Ring(ringA)
+			step := &fsm.EvenOut{Ring: ringA, Generation: r.Generation, Step: r.Movement.EvenOutSteps}
+			before := targetOf(r)
+			w.mustApply(t, step)
+			after := targetOf(w.st.Ring(ringA))
+			if moved := pieces(before, after); moved == 0 || moved > max(cfg.StepMoves, len(after)-1) {
+				t.Fatalf("an even-out step moved %d ranges, budget %d", moved, max(cfg.StepMoves, len(after)-1))
+			}
+			steps++
+			// Applied again, or while its moves are in flight, or decided on an older generation:
+			// nothing changes.
+			once := stateJSON(t, w.st)
+			for _, again := range []*fsm.EvenOut{step, {Ring: ringA, Generation: r.Generation, Step: step.Step + 1}, {Ring: ringA, Generation: r.Generation - 1, Step: step.Step + 1}} {
+				w.mustApply(t, again)
+				if stateJSON(t, w.st) != once {
+					t.Fatalf("%+v changed the state", again)
+				}
+			}
+			w.settle(t, ringA)
+			if err := checkSettledMinimal(w.st.Ring(ringA)); err != nil {
+				t.Fatalf("after an even-out step: %v", err)
+			}
+		}
+		target := targetOf(w.st.Ring(ringA))
+		lo, hi := new(big.Int).Lsh(big.NewInt(1), 65), new(big.Int)
+		for id, rs := range target {
+			if len(rs) > cfg.MergeAbove {
+				t.Fatalf("%s holds %d ranges once even, more than %d", id, len(rs), cfg.MergeAbove)
+			}
+			s := tokens(rs)
+			if s.Cmp(lo) < 0 {
+				lo = s
+			}
+			if s.Cmp(hi) > 0 {
+				hi = s
+			}
+		}
+		if d := new(big.Int).Sub(hi, lo); d.Cmp(big.NewInt(1)) > 0 {
+			t.Fatalf("shares differ by %v tokens once even", d)
+		}
+	})
+	t.Logf("%d even-out steps in all runs", steps)
+}

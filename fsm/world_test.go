@@ -300,10 +300,11 @@ const (
 	evCordon
 	evHandOn
 	evMode
+	evEvenOut
 	evCount
 )
 
-var eventWeights = [evCount]int{evJoin: 12, evReconnect: 6, evDown: 8, evLeave: 4, evRelease: 14, evExpire: 14, evPlan: 30, evReplay: 6, evCoordinator: 6, evPass: 20, evCordon: 8, evHandOn: 8, evMode: 2}
+var eventWeights = [evCount]int{evJoin: 12, evReconnect: 6, evDown: 8, evLeave: 4, evRelease: 14, evExpire: 14, evPlan: 30, evReplay: 6, evCoordinator: 6, evPass: 20, evCordon: 8, evHandOn: 8, evMode: 2, evEvenOut: 6}
 
 func drawEvent(t *rapid.T) int {
 	total := 0
@@ -402,6 +403,9 @@ func (w *world) step(t *rapid.T) {
 		slots := r.Reservations()
 		slot := slots[rapid.IntRange(0, len(slots)-1).Draw(t, "hand_on")]
 		w.propose(t, &fsm.HandOn{Ring: k, WorkerID: slot.WorkerID, Generation: r.Generation})
+	case ev == evEvenOut && r != nil && r.Movement != nil:
+		// The leader found the ring idle: one even-out step (nothing while it is not settled).
+		w.propose(t, &fsm.EvenOut{Ring: k, Generation: r.Generation, Step: r.Movement.EvenOutSteps})
 	case ev == evMode && w.minimal:
 		// An operator switches the ring's movement mode, in the middle of whatever is under way.
 		mode := rapid.SampledFrom([]string{fsm.ModeContiguous, fsm.ModeMinimal}).Draw(t, "mode")
