@@ -44,6 +44,9 @@ type Movement struct {
 	// plans do not change when a later build changes a default.
 	Tolerance float64 `json:"tolerance"`
 	MaxRanges int     `json:"max_ranges"`
+	// StepMoves is the churn budget of one even-out step (lease/minimal's default, filled in when
+	// the mode was set), so that every leader spends the same.
+	StepMoves int `json:"step_moves"`
 	// SinceMs is when the setting last changed: the proposing leader's wall clock, Unix ms, for
 	// people only.
 	SinceMs int64 `json:"since_ms,omitempty"`
@@ -57,7 +60,7 @@ type Movement struct {
 
 // Config is the setting as a lease/minimal configuration.
 func (m *Movement) Config() minimal.Config {
-	return minimal.Config{Tolerance: m.Tolerance, MaxRanges: m.MaxRanges}.WithDefaults()
+	return minimal.Config{Tolerance: m.Tolerance, MaxRanges: m.MaxRanges, StepMoves: m.StepMoves}.WithDefaults()
 }
 
 // Mode is the ring's movement mode: ModeMinimal when it has a Movement, else ModeContiguous.
@@ -127,7 +130,7 @@ func (s *State) applySetMovement(c *SetMovement) error {
 	switch {
 	case r.Movement == nil:
 		settled := r.Settled()
-		r.Movement = &Movement{Tolerance: cfg.Tolerance, MaxRanges: cfg.MaxRanges, SinceMs: c.AtMs}
+		r.Movement = &Movement{Tolerance: cfg.Tolerance, MaxRanges: cfg.MaxRanges, StepMoves: cfg.StepMoves, SinceMs: c.AtMs}
 		r.seedTarget(settled)
 	case r.Movement.Tolerance != cfg.Tolerance || r.Movement.MaxRanges != cfg.MaxRanges:
 		// New parameters keep the target: they bound the changes to come.

@@ -54,7 +54,7 @@ func TestSetMovementIsAReplicatedSetting(t *testing.T) {
 	if r == nil || r.Mode() != fsm.ModeMinimal {
 		t.Fatalf("ring after setting the minimal mode: %+v", r)
 	}
-	want := fsm.Movement{Tolerance: minimal.DefaultTolerance, MaxRanges: minimal.DefaultMaxRanges, SinceMs: 100}
+	want := fsm.Movement{Tolerance: minimal.DefaultTolerance, MaxRanges: minimal.DefaultMaxRanges, StepMoves: minimal.DefaultStepMoves, SinceMs: 100}
 	if !reflect.DeepEqual(*r.Movement, want) {
 		t.Fatalf("setting %+v, want %+v", *r.Movement, want)
 	}
@@ -64,7 +64,7 @@ func TestSetMovementIsAReplicatedSetting(t *testing.T) {
 		t.Fatalf("setting the mode in force again changed the state")
 	}
 	mustApply(t, s, &fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: 0.2, MaxRanges: 8, AtMs: 300})
-	if got := *s.Ring(ringA).Movement; !reflect.DeepEqual(got, fsm.Movement{Tolerance: 0.2, MaxRanges: 8, SinceMs: 300}) {
+	if got := *s.Ring(ringA).Movement; !reflect.DeepEqual(got, fsm.Movement{Tolerance: 0.2, MaxRanges: 8, StepMoves: minimal.DefaultStepMoves, SinceMs: 300}) {
 		t.Fatalf("setting after new parameters: %+v", got)
 	}
 	if got := s.Ring(ringA).Movement.Config(); got.Tolerance != 0.2 || got.MaxRanges != 8 || got.MergeAbove != 4 {
