@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -200,5 +201,18 @@ func TestHandOnOfAnOlderReservationChangesNothing(t *testing.T) {
 	}
 	if err := s.Apply(&fsm.HandOn{Ring: ringA}); !errors.Is(err, fsm.ErrMalformed) || err.Error() != "fsm: malformed command: hand-on without a worker id" {
 		t.Fatalf("hand-on without a worker id: %v", err)
+	}
+}
+
+// TestSnapshotWithABadMovementSettingIsRefused: a snapshot whose ring carries a movement setting no
+// planner accepts (only a damaged or hand-made file has one) is refused with the reason, rather
+// than restored into a state every plan of that ring would fail on.
+func TestSnapshotWithABadMovementSettingIsRefused(t *testing.T) {
+	s := settledPair(t)
+	mustApply(t, s, &fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal})
+	text := strings.Replace(stateJSON(t, s), `"tolerance":0.1`, `"tolerance":0.9`, 1)
+	_, err := fsm.ReadSnapshot(strings.NewReader(text))
+	if !errors.Is(err, minimal.ErrConfig) || !strings.Contains(err.Error(), "movement setting: minimal: bad config: tolerance 0.9 is not in (0, 0.5]") {
+		t.Fatalf("read a snapshot with tolerance 0.9: %v", err)
 	}
 }

@@ -146,7 +146,7 @@ func (p *Planner) receiver(a Assignment, receivers []int, piece lease.Range, b b
 func (p *Planner) HandOn(a Assignment, id string) (Assignment, []Move, error) {
 	i := a.Index(id)
 	if i < 0 || a.Members[i].Active() {
-		return a, nil, fmt.Errorf("%w: hand-on of %q, which did not leave", ErrNotMember, id)
+		return a, nil, fmt.Errorf("%w: hand-on of %q", ErrNotReserved, id)
 	}
 	if len(a.active()) == 0 {
 		return a, nil, nil

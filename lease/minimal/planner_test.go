@@ -216,7 +216,7 @@ func TestHandOnIsExpireForOneMember(t *testing.T) {
 	if err != nil || viaHandOn.String() != viaExpire.String() || fmt.Sprint(movesHandOn) != fmt.Sprint(movesExpire) {
 		t.Fatalf("HandOn (%v):\n%v%v\nExpire:\n%v%v", err, viaHandOn, movesHandOn, viaExpire, movesExpire)
 	}
-	if _, _, err := p.HandOn(a, a.Members[0].ID); !errors.Is(err, minimal.ErrNotMember) || err.Error() != `minimal: not an active member: hand-on of "`+a.Members[0].ID+`", which did not leave` {
+	if _, _, err := p.HandOn(a, a.Members[0].ID); !errors.Is(err, minimal.ErrNotReserved) || err.Error() != `minimal: not a member that left: hand-on of "`+a.Members[0].ID+`"` {
 		t.Fatalf("hand-on of an active member: %v", err)
 	}
 	alone, _, _ := p.Join(minimal.Assignment{}, "w")
