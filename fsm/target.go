@@ -99,6 +99,9 @@ func (r *Ring) followMembers() {
 	for _, m := range eligible {
 		isEligible[m.WorkerID] = true
 	}
+	// The planner's errors cannot occur here: each call is guarded by the check before it (a leave
+	// of an active slot, a hand-on of a slot reserved just now or before, a join of an id that is
+	// not active in the target).
 	for _, s := range mv.Target {
 		if !s.Reserved && !isEligible[s.WorkerID] {
 			a, _, _ = p.Leave(a, s.WorkerID, reservedMark)
