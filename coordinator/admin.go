@@ -21,8 +21,9 @@ import (
 //	POST /v1/rings/{region}/{cluster}/{service}/pause   PauseRequest
 //	POST /v1/rings/{region}/{cluster}/{service}/resume  ResumeRequest
 //	POST /v1/rings/{region}/{cluster}/{service}/limit   LimitRequest
+//	POST /v1/rings/{region}/{cluster}/{service}/movement   MovementRequest (movement.go)
 //
-// Each answers ControlsAnswer, the controls as committed. The names are path segments, escaped
+// Each answers ControlsAnswer, the controls as committed (movement: MovementAnswer). The names are path segments, escaped
 // as URLs escape them (a "/" in a name is %2F).
 const PathRings = "/v1/rings/"
 
@@ -94,6 +95,14 @@ func (n *Node) serveRingAction(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
 		return
 	}
+	if action == ActionMovement {
+		n.mutation(w, r, func(body []byte, atMs int64) (fsm.Command, error) {
+			return movementCommand(ring, body, atMs)
+		}, func(s *fsm.State, leaderID string) any {
+			return MovementAnswer{Ring: ring, Movement: movementView(s.Ring(ring)), LeaderID: leaderID}
+		})
+		return
+	}
 	n.mutation(w, r, func(body []byte, atMs int64) (fsm.Command, error) {
 		return ringCommand(ring, action, body, atMs)
 	}, func(s *fsm.State, leaderID string) any {
@@ -107,7 +116,7 @@ func (n *Node) serveRingAction(w http.ResponseWriter, r *http.Request) {
 
 // parseRingPath reads /v1/rings/{region}/{cluster}/{service}/{action}.
 func parseRingPath(escaped string) (lease.RingKey, string, error) {
-	usage := fmt.Errorf("want POST %s{region}/{cluster}/{service}/%s|%s|%s", PathRings, ActionPause, ActionResume, ActionLimit)
+	usage := fmt.Errorf("want POST %s{region}/{cluster}/{service}/%s|%s|%s|%s", PathRings, ActionPause, ActionResume, ActionLimit, ActionMovement)
 	parts := strings.Split(strings.TrimPrefix(escaped, PathRings), "/")
 	if len(parts) != 4 {
 		return lease.RingKey{}, "", usage
@@ -120,7 +129,7 @@ func parseRingPath(escaped string) (lease.RingKey, string, error) {
 		parts[i] = u
 	}
 	switch parts[3] {
-	case ActionPause, ActionResume, ActionLimit:
+	case ActionPause, ActionResume, ActionLimit, ActionMovement:
 	default:
 		return lease.RingKey{}, "", fmt.Errorf("no action %q: %w", parts[3], usage)
 	}

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"math"
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
 )
 
 // nodeMetrics are the coordinator's Prometheus metrics, one registry per node (a test process
@@ -28,6 +30,23 @@ type nodeMetrics struct {
 	// proposal of the barrier to its commit; proofsFailed counts those that did not commit.
 	proofSeconds prometheus.Histogram
 	proofsFailed atomic.Uint64
+	// tokensMoved counts, per ring, the tokens this node's committed plans gave a member that did
+	// not hold them (movedTokens): the work of a membership change, in either movement mode.
+	tokensMovedMu sync.Mutex
+	tokensMoved   map[lease.RingKey]float64
+}
+
+// countMoved adds tokens moved in ring k.
+func (m *nodeMetrics) countMoved(k lease.RingKey, tokens float64) {
+	if tokens == 0 {
+		return
+	}
+	m.tokensMovedMu.Lock()
+	defer m.tokensMovedMu.Unlock()
+	if m.tokensMoved == nil {
+		m.tokensMoved = map[lease.RingKey]float64{}
+	}
+	m.tokensMoved[k] += tokens
 }
 
 // refused counts a refusal of reason r.
@@ -71,6 +90,10 @@ var (
 	descProofsFail = prometheus.NewDesc("retryring_coordinator_leadership_proofs_failed_total", "Proofs of leadership this node started as leader that did not commit: it sent nothing on them.", nil, nil)
 	descRefusals   = prometheus.NewDesc("retryring_coordinator_refusals_total",
 		"Clients this node refused, by reason: unauthorized, revoked, setup_rate, streams_per_ring, connections, setup_timeout, setup_too_large, no_setup, admin_unauthorized, internal_unauthorized.", []string{"reason"}, nil)
+	descTokensMoved = prometheus.NewDesc("retryring_coordinator_ring_tokens_moved_total",
+		"Tokens of a ring that this node's committed plans gave a member that did not hold them (2^64 is the whole ring): what membership changes cost in handovers and re-scans.", ringLabels, nil)
+	descMaxRanges = prometheus.NewDesc("retryring_coordinator_ring_member_ranges_max",
+		"The most ranges an active member of a ring holds (1 in the contiguous mode; at most max ranges in the minimal one).", ringLabels, nil)
 	descCommitted = prometheus.NewDesc("retryring_coordinator_raft_commands_total",
 		"Raft entries this node committed as leader, by command type (reconcile: one entry for a pass over a ring, carrying its joins, downs, expiries, releases and plan).", []string{"type"}, nil)
 )
@@ -83,7 +106,8 @@ type nodeCollector struct {
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descRaftState, descTerm, descCommit, descApplied, descLeaderKnow,
-		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries, descProofsFail, descCommitted, descRefusals} {
+		descConns, descMembers, descGeneration, descAssigned, descSent, descNotLeader, descExpiries, descProofsFail, descCommitted, descRefusals,
+		descTokensMoved, descMaxRanges} {
 		ch <- d
 	}
 	for _, d := range backlogDescs {
@@ -111,6 +135,11 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descCommitted, prometheus.CounterValue, float64(v), fsm.CommandType(typ).String())
 		}
 	}
+	c.m.tokensMovedMu.Lock()
+	for k, v := range c.m.tokensMoved {
+		ch <- prometheus.MustNewConstMetric(descTokensMoved, prometheus.CounterValue, v, k.Region, k.Cluster, k.Service)
+	}
+	c.m.tokensMovedMu.Unlock()
 	gauge(descConns, float64(len(n.conns.snapshot())))
 	if n.raft == nil {
 		return
@@ -127,13 +156,15 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descLeaderKnow, b2f(leader != ""))
 	for _, r := range n.View().Rings {
 		count := map[string]int{MemberActive: 0, MemberJoining: 0, MemberDeparted: 0}
-		assigned := 0.0
+		assigned, most := 0.0, 0
 		for _, m := range r.Members {
 			count[m.State]++
 			if m.State == MemberActive {
 				assigned += sharePercent(m.Ranges) / 100
+				most = max(most, len(m.Ranges))
 			}
 		}
+		gauge(descMaxRanges, float64(most), r.Region, r.Cluster, r.Service)
 		for state, k := range count {
 			gauge(descMembers, float64(k), r.Region, r.Cluster, r.Service, state)
 		}

@@ -51,6 +51,7 @@ type ringPage struct {
 	Breakers     []string
 	Spark        sparkline
 	Controls     *ControlsView
+	Movement     *MovementView
 	LeaseUnfit   []string
 	UnknownCount int
 }
@@ -123,7 +124,7 @@ func buildPage(v RingView, history map[string][]backlogSample, now time.Time, re
 		}
 	}
 	for _, r := range v.Rings {
-		rp := ringPage{Name: r.Region + "/" + r.Cluster + "/" + r.Service, Generation: r.Generation, Controls: &r.Controls}
+		rp := ringPage{Name: r.Region + "/" + r.Cluster + "/" + r.Service, Generation: r.Generation, Controls: &r.Controls, Movement: &r.Movement}
 		if r.Backlog != nil {
 			layBacklog(&rp, r.Backlog, history[r.key().String()], now)
 		}

@@ -28,6 +28,8 @@ type ringPass struct {
 	entry    *fsm.Reconcile
 	parts    []fsm.Command // the leader's decisions in the entry, for the reproposal dedup
 	releases []*releaseReq
+	// moved is the plan's movedTokens, counted once the entry is committed.
+	moved float64
 }
 
 // command is the entry to propose: a plain Assign when the pass carries nothing but a plan (a
@@ -88,6 +90,7 @@ func buildPass(r *fsm.Ring, releases []*releaseReq, d ringDecisions, fresh func(
 	}
 	if plan := fsm.Plan(st.Ring(r.Key)); plan != nil && !d.holdPlan {
 		p.entry.Assignments = plan.Assignments
+		p.moved = movedTokens(st.Ring(r.Key), plan.Assignments)
 	}
 	return p
 }
@@ -184,6 +187,7 @@ func (t *leaderTerm) commitPasses(passes []ringPass, now time.Time, later func(t
 			for _, r := range p.releases {
 				r.done <- nil
 			}
+			t.n.metrics.countMoved(p.entry.Ring, p.moved)
 			t.log.Info().Str("ring", p.entry.Ring.String()).Stringer("command", cmds[i].Type()).
 				Int("releases", len(p.entry.Releases)).Int("joins", len(p.entry.Joins)).Int("downs", len(p.entry.Downs)).
 				Int("expires", len(p.entry.Expires)).Interface("args", cmds[i]).Msg("committed")

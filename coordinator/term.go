@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -51,6 +52,10 @@ type leaderTerm struct {
 	releases []*releaseReq
 
 	recent map[string]time.Time // reconcile loop only: commands committed lately, by encoding
+	// reservedSeen is when this term first saw each reserved slot of a minimal-mode ring
+	// (decideHandOns: by ring id, worker id and the generation it was reserved at) and each such
+	// ring settled (decideEvenOut: by ring id, generation and even-out step). Reconcile loop only.
+	reservedSeen map[string]time.Time
 	// timingCommitted: this term's CommitTiming is in the state (start goroutine, then the
 	// reconcile loop).
 	timingCommitted bool
@@ -536,6 +541,9 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			decisions[id] = d
 		}
 	})
+	if handOns := t.decideHandOns(now, rings, later); len(handOns) > 0 {
+		t.commitOneByOne(handOns, now, later)
+	}
 	releases := t.takeReleases()
 	if t.n.versionGate(&fsm.Reconcile{}) != nil {
 		t.reconcileOneByOne(rings, decisions, releases, now, later)
@@ -633,6 +641,7 @@ func (t *leaderTerm) reconcileOneByOne(rings map[string]*fsm.Ring, decisions map
 			t.log.Warn().Err(err).Msg("plan proposal failed; retrying")
 			later(now.Add(100 * time.Millisecond))
 		default:
+			t.n.metrics.countMoved(r.Key, movedTokens(r, plan.Assignments))
 			t.log.Info().Str("ring", r.Key.String()).Interface("assignments", plan.Assignments).Msg("committed assignment")
 		}
 	}
@@ -692,4 +701,51 @@ func (t *leaderTerm) pruneSends() {
 		low, ok := lowest[m]
 		return low, ok
 	})
+}
+
+// decideHandOns runs decideHandOns and decideEvenOut over every ring, keeping when this term
+// first saw each reservation, and each ring settled at a generation and step, and forgetting those
+// that ended. The hand-ons and steps go in entries of their own before the pass: the pass plans on
+// the state read before them, and the entry's commit wakes the next pass, which plans on the new
+// target.
+func (t *leaderTerm) decideHandOns(now time.Time, rings map[string]*fsm.Ring, later func(time.Time)) []fsm.Command {
+	if t.reservedSeen == nil {
+		t.reservedSeen = map[string]time.Time{}
+	}
+	live := map[string]bool{}
+	firstSeen := func(key string) time.Time {
+		live[key] = true
+		at, ok := t.reservedSeen[key]
+		if !ok {
+			at = now
+			t.reservedSeen[key] = at
+		}
+		return at
+	}
+	var out []fsm.Command
+	for id, r := range rings {
+		handOns, wake := decideHandOns(now, r, func(s fsm.Slot) time.Time {
+			return firstSeen(id + "\x00slot\x00" + s.WorkerID + "\x00" + strconv.FormatUint(s.ReservedAt, 10))
+		})
+		later(wake)
+		for i := range handOns {
+			out = append(out, &handOns[i])
+		}
+		if r.Movement == nil {
+			continue
+		}
+		step, wake := decideEvenOut(now, r, func() time.Time {
+			return firstSeen(id + "\x00idle\x00" + strconv.FormatUint(r.Generation, 10) + "\x00" + strconv.FormatUint(r.Movement.EvenOutSteps, 10))
+		})
+		later(wake)
+		if step != nil {
+			out = append(out, step)
+		}
+	}
+	for key := range t.reservedSeen {
+		if !live[key] {
+			delete(t.reservedSeen, key)
+		}
+	}
+	return out
 }

@@ -79,6 +79,8 @@ type RingStateView struct {
 	Generation uint64 `json:"generation"`
 	// Controls are the ring's flow controls (pauses, rate limit), replicated.
 	Controls ControlsView `json:"controls"`
+	// Movement is the ring's movement mode, replicated.
+	Movement MovementView `json:"movement"`
 	Members  []MemberView `json:"members"`
 	// Backlog is what the members' reports say of the ring's backlog; only the leader has it.
 	Backlog *BacklogView `json:"backlog,omitempty"`
@@ -205,7 +207,7 @@ func (n *Node) View() RingView {
 		}
 		for ringID, r := range s.Rings {
 			rv := RingStateView{Region: r.Key.Region, Cluster: r.Key.Cluster, Service: r.Key.Service, Generation: r.Generation,
-				Controls: controlsView(r.Controls), Members: []MemberView{}}
+				Controls: controlsView(r.Controls), Movement: movementView(r), Members: []MemberView{}}
 			for _, m := range r.SortedMembers() {
 				mv := MemberView{
 					WorkerID: m.WorkerID, Incarnation: m.Incarnation, NodeIndex: m.NodeIndex, Epoch: m.Epoch,

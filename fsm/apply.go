@@ -20,15 +20,15 @@ func (s *State) Apply(c Command) error {
 		delete(s.Coordinators, c.ID)
 		return nil
 	case *Join:
-		return s.applyJoin(c)
+		return s.follow(c.Ring, s.applyJoin(c))
 	case *Down:
-		return s.applyDown(c)
+		return s.follow(c.Ring, s.applyDown(c))
 	case *Leave:
-		return s.applyLeave(c)
+		return s.follow(c.Ring, s.applyLeave(c))
 	case *Release:
 		return s.applyRelease(c)
 	case *Expire:
-		return s.applyExpire(c)
+		return s.follow(c.Ring, s.applyExpire(c))
 	case *Assign:
 		return s.applyAssign(c)
 	case *CommitTiming:
@@ -44,9 +44,15 @@ func (s *State) Apply(c Command) error {
 	case *Reconcile:
 		return s.applyReconcile(c)
 	case *Cordon:
-		return s.applyCordon(c)
+		return s.follow(c.Ring, s.applyCordon(c))
 	case *EpochFloor:
 		return s.applyEpochFloor(c)
+	case *SetMovement:
+		return s.applySetMovement(c)
+	case *HandOn:
+		return s.applyHandOn(c)
+	case *EvenOut:
+		return s.applyEvenOut(c)
 	case *InTerm:
 		// Its term is checked against the log entry's, which only FSM.Apply knows.
 		return fmt.Errorf("%w: an in_term command applies only as a raft log entry (FSM.Apply)", ErrMalformed)
@@ -62,6 +68,15 @@ func (s *State) Apply(c Command) error {
 		p.Elem().Set(v)
 		return s.Apply(p.Interface().(Command))
 	}
+}
+
+// follow brings the target of a minimal-mode ring up to its members after a command that may have
+// changed them was applied (err nil); it returns err.
+func (s *State) follow(k lease.RingKey, err error) error {
+	if r := s.Ring(k); err == nil && r != nil {
+		r.followMembers()
+	}
+	return err
 }
 
 func (s *State) ringFor(k lease.RingKey) *Ring {

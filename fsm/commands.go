@@ -31,6 +31,9 @@ const (
 	TypeCordon              CommandType = 15
 	TypeEpochFloor          CommandType = 16
 	TypeInTerm              CommandType = 17
+	TypeSetMovement         CommandType = 18
+	TypeHandOn              CommandType = 19
+	TypeEvenOut             CommandType = 20
 )
 
 // Version is the FSM version of this build: it knows every command type, body version and
@@ -52,7 +55,12 @@ const (
 //
 // Version 5 adds InTerm (17): a command of one stretch of leadership, applied only in a log entry
 // of the stretch's Raft term. The state did not change, so snapshots stay at format 4 at most.
-const Version = 5
+//
+// Version 6 adds SetMovement (18): a ring's movement mode, contiguous (the default) or minimal,
+// HandOn (19): the leader's decision that a minimal-mode ring's reserved slot waited long
+// enough, and EvenOut (20): one step of the idle even-out. Their state (Ring.Movement, with the target) needs snapshots of format 6: a version 5
+// node would drop it and plan the ring contiguously while its peers plan it minimally.
+const Version = 6
 
 // commandNames are the names logs and transcripts give the command types.
 var commandNames = map[CommandType]string{
@@ -73,6 +81,9 @@ var commandNames = map[CommandType]string{
 	TypeCordon:              "cordon",
 	TypeEpochFloor:          "epoch_floor",
 	TypeInTerm:              "in_term",
+	TypeSetMovement:         "set_movement",
+	TypeHandOn:              "hand_on",
+	TypeEvenOut:             "even_out",
 }
 
 // introducedIn lists, for each FSM version, the command types it introduced.
@@ -82,6 +93,7 @@ var introducedIn = map[int][]CommandType{
 	3: {TypeReconcile},
 	4: {TypeCordon, TypeEpochFloor},
 	5: {TypeInTerm},
+	6: {TypeSetMovement, TypeHandOn, TypeEvenOut},
 }
 
 // bodyVersion is the second byte of every entry this build writes. Every type is at body 1 so
@@ -346,6 +358,12 @@ func decodeAt(b []byte, v int) (Command, error) {
 		c = &EpochFloor{}
 	case TypeInTerm:
 		c = &InTerm{}
+	case TypeSetMovement:
+		c = &SetMovement{}
+	case TypeHandOn:
+		c = &HandOn{}
+	case TypeEvenOut:
+		c = &EvenOut{}
 	}
 	if err := json.Unmarshal(b[2:], c); err != nil {
 		return nil, fmt.Errorf("%w: type %d: %w", ErrMalformed, b[0], err)

@@ -40,6 +40,9 @@ func oneOfEach() []fsm.Command {
 		&fsm.Cordon{Ring: ringA, WorkerID: "w1", Clear: true},
 		&fsm.EpochFloor{Floor: 1_796_000_000_000_000, Settle: true, Reason: "recover", AtMs: 1796000000000},
 		&fsm.InTerm{Term: 7, Entry: []byte{byte(fsm.TypeRemoveCoordinator), bodyVersion, '{', '}'}},
+		&fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: 0.2, MaxRanges: 9, AtMs: 1796000000001},
+		&fsm.HandOn{Ring: ringA, WorkerID: "w1", Generation: 12},
+		&fsm.EvenOut{Ring: ringA, Generation: 12, Step: 3},
 	}
 }
 
@@ -86,7 +89,7 @@ func TestCommandTypeNames(t *testing.T) {
 		fsm.TypeExpire: "expire", fsm.TypeAssign: "assign", fsm.TypeCommitTiming: "commit_timing",
 		fsm.TypeRetireTiming: "retire_timing", fsm.TypePause: "pause", fsm.TypeResume: "resume", fsm.TypeLimit: "limit",
 		fsm.TypeReconcile: "reconcile", fsm.TypeCordon: "cordon", fsm.TypeEpochFloor: "epoch_floor",
-		fsm.TypeInTerm: "in_term",
+		fsm.TypeInTerm: "in_term", fsm.TypeSetMovement: "set_movement", fsm.TypeHandOn: "hand_on", fsm.TypeEvenOut: "even_out",
 	}
 	for _, c := range oneOfEach() {
 		if got := c.Type().String(); got != want[c.Type()] {
@@ -99,18 +102,21 @@ func TestCommandTypeNames(t *testing.T) {
 }
 
 // lastType is the highest command type of this build.
-const lastType = fsm.TypeInTerm
+const lastType = fsm.TypeEvenOut
 
 // TestCommandsSince: the lease commands are FSM version 1, the lease timing and the flow controls
-// version 2, Reconcile version 3, Cordon and the epoch floor version 4, InTerm version 5 (the version
-// of this build), and a type the build does not know was introduced by no version it knows.
+// version 2, Reconcile version 3, Cordon and the epoch floor version 4, InTerm version 5,
+// SetMovement, HandOn and EvenOut version 6 (the version of this build), and a type the build does not know was
+// introduced by no version it knows.
 func TestCommandsSince(t *testing.T) {
-	if fsm.Version != 5 {
-		t.Fatalf("FSM version %d, want 5", fsm.Version)
+	if fsm.Version != 6 {
+		t.Fatalf("FSM version %d, want 6", fsm.Version)
 	}
 	for typ := fsm.TypeRegisterCoordinator; typ <= lastType; typ++ {
 		want := 1
 		switch {
+		case typ >= fsm.TypeSetMovement:
+			want = 6
 		case typ == fsm.TypeInTerm:
 			want = 5
 		case typ > fsm.TypeReconcile:

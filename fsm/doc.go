@@ -49,6 +49,14 @@
 // term of its stretch of leadership; FSM.Apply applies it only in a log entry of that term, so a
 // stretch that ended before its leader noticed commits nothing (ErrStaleTerm).
 //
+// Movement mode (FSM version 6): SetMovement makes a ring's assignment the minimal-movement one of
+// lease/minimal (Ring.Movement) instead of the contiguous split; a replicated setting of the ring,
+// so that every leader plans it alike. Its target (one slot per worker id, in node-index order)
+// is in the state and follows the members as commands apply; Plan gives each member its slot
+// minus what others hold, as in the contiguous mode. Time enters, as for Expire, only through the
+// leader's commands: HandOn once a reserved slot's return delay ran out, EvenOut once the ring was
+// idle long enough.
+//
 // Every command is idempotent (raft may apply a command whose proposer saw ErrLeadershipLost, and a
 // new leader may propose it again) and carries a type byte and a body version byte. Every type and
 // body version belongs to an FSM version (Version, CommandType.Since); a node that meets one its

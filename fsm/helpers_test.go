@@ -214,3 +214,60 @@ func describeRing(r *fsm.Ring) string {
 }
 
 func half(i int) lease.Ranges { return lease.Ranges{lease.Split(2)[i]} }
+
+// checkSettledMinimal checks invariant 1 on a settled ring of the minimal mode: the target covers
+// [MinToken, MaxToken] with no gap and no overlap, nothing is reserved, every eligible member holds
+// exactly its slot's ranges at its slot's index, the slot of index 0 alone is Node-0, and a
+// cordoned member holds nothing.
+func checkSettledMinimal(r *fsm.Ring) error {
+	if !r.Settled() {
+		return fmt.Errorf("ring %s is not settled: %s", r.Key, describeRing(r))
+	}
+	if err := checkTargetCoverage(r); err != nil {
+		return err
+	}
+	slots := map[string]int{}
+	for i, s := range r.Movement.Target {
+		if s.Reserved && len(r.EligibleMembers()) > 0 {
+			return fmt.Errorf("ring %s settled with %s reserved", r.Key, s.WorkerID)
+		}
+		slots[s.WorkerID] = i
+	}
+	for _, m := range r.ActiveMembers() {
+		if r.IsCordoned(m.WorkerID) {
+			if m.Holding() {
+				return fmt.Errorf("ring %s: cordoned %s holds %v (node %d)", r.Key, m.WorkerID, m.Held(), m.NodeIndex)
+			}
+			continue
+		}
+		i, ok := slots[m.WorkerID]
+		if !ok || m.NodeIndex != i || !m.Ranges.Equal(r.Movement.Target[i].Ranges) || m.HoldsNode0() != (i == 0) {
+			return fmt.Errorf("ring %s: %s at node %d with %v, target slot %d (known %v)", r.Key, m.WorkerID, m.NodeIndex, m.Ranges, i, ok)
+		}
+	}
+	return nil
+}
+
+// checkTargetCoverage checks that a minimal-mode ring's target gives every token to exactly one
+// slot and no slot more ranges than MaxRanges.
+func checkTargetCoverage(r *fsm.Ring) error {
+	if len(r.Movement.Target) == 0 {
+		return nil
+	}
+	sets := map[string]lease.Ranges{}
+	var all lease.Ranges
+	for _, s := range r.Movement.Target {
+		sets[s.WorkerID] = s.Ranges
+		all = all.Union(s.Ranges)
+		if len(s.Ranges) > r.Movement.MaxRanges {
+			return fmt.Errorf("ring %s: slot %s has %d ranges, more than %d", r.Key, s.WorkerID, len(s.Ranges), r.Movement.MaxRanges)
+		}
+	}
+	if err := checkDisjoint(sets); err != nil {
+		return fmt.Errorf("ring %s target: %w", r.Key, err)
+	}
+	if !all.Equal(lease.Ranges{lease.FullRing}) {
+		return fmt.Errorf("ring %s: the target covers %v, not the whole ring", r.Key, all)
+	}
+	return nil
+}

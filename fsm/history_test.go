@@ -22,11 +22,26 @@ func TestGeneratedHistoriesWithProposalLag(t *testing.T) {
 	runHistories(t, true)
 }
 
-func runHistories(t *testing.T, lag bool) {
-	maxRounds, totalSteps, accepted, cordoned := 0, 0, 0, 0
+// TestGeneratedHistoriesInMinimalMode is the same with both rings in the minimal movement mode
+// from the start, proposals lagging or not, the leader handing on reserved slots, and an operator
+// switching a ring's mode back and forth mid-history: exclusivity, Node-0 and the worker's view
+// after every step, and once settled, coverage by the target (checkSettledMinimal).
+func TestGeneratedHistoriesInMinimalMode(t *testing.T) {
+	for _, lag := range []bool{false, true} {
+		runHistoriesIn(t, lag, true)
+	}
+}
+
+func runHistories(t *testing.T, lag bool) { runHistoriesIn(t, lag, false) }
+
+func runHistoriesIn(t *testing.T, lag, minimal bool) {
+	maxRounds, totalSteps, accepted, cordoned, minimalRings := 0, 0, 0, 0, 0
 	rapid.Check(t, func(t *rapid.T) {
 		w := newWorld(ringA, ringB)
 		w.lag = lag
+		if minimal {
+			w.startMinimal(t)
+		}
 		steps := rapid.IntRange(1, 600).Draw(t, "steps")
 		for range steps {
 			w.step(t)
@@ -42,7 +57,12 @@ func runHistories(t *testing.T, lag bool) {
 			if r == nil {
 				continue
 			}
-			if err := checkSettledCoverage(r); err != nil {
+			check := checkSettledCoverage
+			if r.Movement != nil {
+				check = checkSettledMinimal
+				minimalRings++
+			}
+			if err := check(r); err != nil {
 				t.Fatalf("%v", err)
 			}
 			if len(r.Cordoned) > 0 {
@@ -54,6 +74,6 @@ func runHistories(t *testing.T, lag bool) {
 		}
 		accepted += len(w.assigns)
 	})
-	t.Logf("%d steps, %d accepted assigns in all runs; most plan rounds needed to settle: %d; rings settled with a cordon: %d",
-		totalSteps, accepted, maxRounds, cordoned)
+	t.Logf("%d steps, %d accepted assigns in all runs; most plan rounds needed to settle: %d; rings settled with a cordon: %d, in the minimal mode: %d",
+		totalSteps, accepted, maxRounds, cordoned, minimalRings)
 }

@@ -147,6 +147,24 @@ func drawCommand(t *rapid.T, s *fsm.State, typ fsm.CommandType) fsm.Command {
 			return &fsm.EpochFloor{Floor: max(floor, 1), Settled: true, AtMs: drawAtMs(t)}
 		}
 		return &fsm.EpochFloor{Floor: max(floor, 1), Reason: "upgrade", AtMs: drawAtMs(t)}
+	case fsm.TypeSetMovement:
+		if rapid.Bool().Draw(t, "contiguous") {
+			return &fsm.SetMovement{Ring: k, Mode: fsm.ModeContiguous, AtMs: drawAtMs(t)}
+		}
+		return &fsm.SetMovement{Ring: k, Mode: fsm.ModeMinimal, Tolerance: rapid.SampledFrom([]float64{0, 0.1, 0.25}).Draw(t, "tolerance"),
+			MaxRanges: rapid.SampledFrom([]int{0, 16, 20}).Draw(t, "max_ranges"), AtMs: drawAtMs(t)}
+	case fsm.TypeHandOn:
+		g := drawGeneration(t, r)
+		if r != nil && len(r.Reservations()) > 0 && rapid.Bool().Draw(t, "reserved") {
+			return &fsm.HandOn{Ring: k, WorkerID: rapid.SampledFrom(r.Reservations()).Draw(t, "slot").WorkerID, Generation: g}
+		}
+		return &fsm.HandOn{Ring: k, WorkerID: w, Generation: g}
+	case fsm.TypeEvenOut:
+		var step uint64
+		if r != nil && r.Movement != nil {
+			step = r.Movement.EvenOutSteps
+		}
+		return &fsm.EvenOut{Ring: k, Generation: drawGeneration(t, r), Step: rapid.SampledFrom([]uint64{step, step + 1}).Draw(t, "step")}
 	case fsm.TypeInTerm:
 		return nil // the State refuses it: only FSM.Apply knows the entry's term (term_test.go)
 	}

@@ -14,9 +14,15 @@ import "github.com/retryring/retryring/lease"
 // that id still holds something. A cordoned member gets no range and a node index after every
 // eligible one (never 0): what it held becomes a hold of its older epoch, which moves on only by
 // its release or expiry, like any shrinking member's.
+//
+// A ring in the minimal movement mode (Ring.Movement) is planned towards its target instead
+// (planMinimal), under the same holds rule.
 func Plan(r *Ring) *Assign {
 	if r == nil {
 		return nil // State.Ring of a ring nobody joined yet
+	}
+	if r.Movement != nil {
+		return planMinimal(r)
 	}
 	active := r.ActiveMembers()
 	if len(active) == 0 {

@@ -207,6 +207,12 @@ func fillMaps(st *State) error {
 		if r.Members == nil {
 			r.Members = map[string]*Member{}
 		}
+		if r.Movement != nil {
+			// Plan builds a planner from it and could not go on without one.
+			if err := r.Movement.Config().Validate(); err != nil {
+				return fmt.Errorf("ring %q: movement setting: %w", id, err)
+			}
+		}
 		for key, m := range r.Members {
 			if m == nil {
 				return fmt.Errorf("member %q of ring %q is null", key, id)

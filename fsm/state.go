@@ -95,6 +95,9 @@ type Ring struct {
 	// Cordoned are the worker ids an operator cordoned (Cordon), sorted: they get no range and
 	// not Node-0. Each has a member in the ring; nil when none is cordoned.
 	Cordoned []string `json:"cordoned,omitempty"`
+	// Movement is the ring's minimal-movement setting (SetMovement); nil in the default
+	// contiguous mode.
+	Movement *Movement `json:"movement,omitempty"`
 }
 
 // Controls are a ring's flow controls as the operator set them (product.md, "Operating
@@ -278,6 +281,9 @@ func (r *Ring) Settled() bool {
 			return false
 		}
 	}
+	if r.Movement != nil {
+		return r.settledMinimal()
+	}
 	eligible := r.EligibleMembers()
 	if len(eligible) > 0 {
 		split := lease.Split(len(eligible))
@@ -318,8 +324,14 @@ func (s *State) Clone() *State {
 // once it holds a lease timing or controls, which a version 1 node would drop without a word; 4
 // once it holds an epoch floor (without which a version 3 node would hand out epochs below it) or a
 // ring has a cordoned worker (which a node of version 3 or older would drop, and then give that
-// worker ranges again).
+// worker ranges again); 6 once a ring is in the minimal movement mode (which a node of version 5
+// would drop, and plan that ring contiguously).
 func (s *State) formatVersion() int {
+	for _, r := range s.Rings {
+		if r.Movement != nil {
+			return 6
+		}
+	}
 	if s.EpochFloor > 0 || s.Settling {
 		return 4
 	}
@@ -343,6 +355,7 @@ func (r *Ring) Clone() *Ring {
 	out := *r
 	out.Controls = r.Controls.clone()
 	out.Cordoned = slices.Clone(r.Cordoned)
+	out.Movement = r.Movement.clone()
 	out.Members = make(map[string]*Member, len(r.Members))
 	for k, m := range r.Members {
 		mm := *m

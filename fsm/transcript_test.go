@@ -21,6 +21,10 @@ import (
 //	ring                 the committed ring
 //	floor 1000 | settle 1000 | settled
 //	                     an EpochFloor of 1000 (with Settle), or the Settled that ends the settling
+//	movement minimal [0.25 [8]] | movement contiguous
+//	                     a SetMovement (tolerance and max ranges optional)
+//	handon a             a HandOn of worker a's reserved slot, decided on the current generation
+//	target               the minimal mode's target, slot by slot in node-index order
 func TestPlanTranscripts(t *testing.T) {
 	transcript.RunDir(t, "testdata/plan", func() transcript.Driver {
 		s := fsm.NewState()
@@ -49,6 +53,37 @@ func planCommand(s *fsm.State, c transcript.Command) (string, error) {
 	switch c.Name {
 	case "ring":
 		return transcript.FormatRing(s.Ring(ringA)), nil
+	case "target":
+		return formatTarget(s.Ring(ringA)), nil
+	case "movement":
+		if len(c.Args) < 1 || len(c.Args) > 3 {
+			return "", fmt.Errorf("want a mode, then optionally a tolerance and max ranges")
+		}
+		m := &fsm.SetMovement{Ring: ringA, Mode: c.Args[0]}
+		if len(c.Args) > 1 {
+			v, err := strconv.ParseFloat(c.Args[1], 64)
+			if err != nil {
+				return "", err
+			}
+			m.Tolerance = v
+		}
+		if len(c.Args) > 2 {
+			v, err := strconv.Atoi(c.Args[2])
+			if err != nil {
+				return "", err
+			}
+			m.MaxRanges = v
+		}
+		cmd = m
+	case "handon":
+		if len(c.Args) != 1 {
+			return "", fmt.Errorf("want a worker id")
+		}
+		var gen uint64
+		if r := s.Ring(ringA); r != nil {
+			gen = r.Generation
+		}
+		cmd = &fsm.HandOn{Ring: ringA, WorkerID: c.Args[0], Generation: gen}
 	case "plan":
 		a := fsm.Plan(s.Ring(ringA))
 		if a == nil {
@@ -109,4 +144,22 @@ func planCommand(s *fsm.State, c transcript.Command) (string, error) {
 		return "refused: " + err.Error(), nil
 	}
 	return "ok", nil
+}
+
+// formatTarget prints a minimal-mode ring's target: one slot a line, node index, worker id, share
+// of the ring and ranges, "reserved" for a worker id waiting for a return or a hand-on.
+func formatTarget(r *fsm.Ring) string {
+	if r == nil || r.Movement == nil {
+		return "contiguous mode"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "minimal mode, tolerance %v, max ranges %d", r.Movement.Tolerance, r.Movement.MaxRanges)
+	for i, slot := range r.Movement.Target {
+		state := ""
+		if slot.Reserved {
+			state = fmt.Sprintf(" reserved at generation %d", slot.ReservedAt)
+		}
+		fmt.Fprintf(&b, "\n%d %s%s %.4f %s", i, slot.WorkerID, state, slot.Ranges.Fraction(), transcript.FormatRanges(slot.Ranges))
+	}
+	return b.String()
 }

@@ -46,8 +46,11 @@ type world struct {
 	// now counts applied entries: the leader's logical time.
 	now int
 	// lag turns on the queue of proposals in flight.
-	lag   bool
-	queue []proposal
+	lag bool
+	// minimal: the rings are in the minimal movement mode (newWorld's caller sets it with
+	// startMinimal), and an operator may switch a ring's mode back and forth (evMode).
+	minimal bool
+	queue   []proposal
 }
 
 type proposal struct {
@@ -76,6 +79,15 @@ func newWorld(rings ...lease.RingKey) *world {
 	return &world{
 		st: fsm.NewState(), rings: rings, procs: map[procKey]*proc{},
 		lastEpoch: map[string]uint64{}, generation: map[string]uint64{}, seenEpoch: map[procKey]uint64{},
+	}
+}
+
+// startMinimal puts every ring of the world in the minimal movement mode.
+func (w *world) startMinimal(tb failer) {
+	tb.Helper()
+	w.minimal = true
+	for _, k := range w.rings {
+		w.mustApply(tb, &fsm.SetMovement{Ring: k, Mode: fsm.ModeMinimal})
 	}
 }
 
@@ -286,10 +298,13 @@ const (
 	evCoordinator
 	evPass
 	evCordon
+	evHandOn
+	evMode
+	evEvenOut
 	evCount
 )
 
-var eventWeights = [evCount]int{evJoin: 12, evReconnect: 6, evDown: 8, evLeave: 4, evRelease: 14, evExpire: 14, evPlan: 30, evReplay: 6, evCoordinator: 6, evPass: 20, evCordon: 8}
+var eventWeights = [evCount]int{evJoin: 12, evReconnect: 6, evDown: 8, evLeave: 4, evRelease: 14, evExpire: 14, evPlan: 30, evReplay: 6, evCoordinator: 6, evPass: 20, evCordon: 8, evHandOn: 8, evMode: 2, evEvenOut: 6}
 
 func drawEvent(t *rapid.T) int {
 	total := 0
@@ -383,6 +398,22 @@ func (w *world) step(t *rapid.T) {
 		ms := r.SortedMembers()
 		m := ms[rapid.IntRange(0, len(ms)-1).Draw(t, "cordon")]
 		w.propose(t, &fsm.Cordon{Ring: k, WorkerID: m.WorkerID, Clear: rapid.Bool().Draw(t, "uncordon")})
+	case ev == evHandOn && len(r.Reservations()) > 0:
+		// The leader's return delay for a reserved slot ran out.
+		slots := r.Reservations()
+		slot := slots[rapid.IntRange(0, len(slots)-1).Draw(t, "hand_on")]
+		w.propose(t, &fsm.HandOn{Ring: k, WorkerID: slot.WorkerID, Generation: r.Generation})
+	case ev == evEvenOut && r != nil && r.Movement != nil:
+		// The leader found the ring idle: one even-out step (nothing while it is not settled).
+		w.propose(t, &fsm.EvenOut{Ring: k, Generation: r.Generation, Step: r.Movement.EvenOutSteps})
+	case ev == evMode && w.minimal:
+		// An operator switches the ring's movement mode, in the middle of whatever is under way.
+		mode := rapid.SampledFrom([]string{fsm.ModeContiguous, fsm.ModeMinimal}).Draw(t, "mode")
+		c := &fsm.SetMovement{Ring: k, Mode: mode}
+		if mode == fsm.ModeMinimal {
+			c.Tolerance = rapid.SampledFrom([]float64{0, 0.25}).Draw(t, "tolerance")
+		}
+		w.propose(t, c)
 	case ev == evCoordinator:
 		id := fmt.Sprintf("c%d", rapid.IntRange(0, 2).Draw(t, "coordinator"))
 		if rapid.Bool().Draw(t, "register") {
@@ -517,6 +548,12 @@ func (w *world) settle(tb failer, k lease.RingKey) int {
 		for _, h := range fsm.PendingHolds(w.st.Ring(k)) {
 			w.mustApply(tb, &fsm.Expire{Ring: k, WorkerID: h.WorkerID, Incarnation: h.Incarnation, UpTo: h.Epoch, Generation: w.st.Ring(k).Generation})
 			w.check(tb)
+		}
+		if r := w.st.Ring(k); r != nil && len(r.ActiveMembers()) > 0 {
+			for _, slot := range r.Reservations() {
+				w.mustApply(tb, &fsm.HandOn{Ring: k, WorkerID: slot.WorkerID, Generation: w.st.Ring(k).Generation})
+				w.check(tb)
+			}
 		}
 		if w.planAndAssign(tb, k) == nil {
 			return rounds

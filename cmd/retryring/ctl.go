@@ -32,7 +32,7 @@ follower is forwarded by it to the leader.`}
 		})
 	ctl.AddCommand(ring, newStatusCommand(), newPeersCommand(), newStepDownCommand(),
 		newCordonCommand(true), newCordonCommand(false), newAddPeerCommand(), newRemovePeerCommand(),
-		newPauseCommand(), newResumeCommand(), newLimitCommand())
+		newPauseCommand(), newResumeCommand(), newLimitCommand(), newMovementCommand())
 	return ctl
 }
 
@@ -56,6 +56,8 @@ type ringViewJSON struct {
 		Generation uint64 `json:"generation"`
 		// Controls are the ring's flow controls (docs/protocol.md sections 7.2 and 7.4).
 		Controls coordinator.ControlsView `json:"controls"`
+		// Movement is the ring's movement mode (ctl movement).
+		Movement coordinator.MovementView `json:"movement"`
 		Members  []struct {
 			WorkerID       string                        `json:"worker_id"`
 			NodeIndex      int                           `json:"node_index"`
@@ -120,8 +122,9 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 	for _, r := range v.Rings {
 		fmt.Fprintf(tw, "\nring %s/%s/%s (generation %d)\n", r.Region, r.Cluster, r.Service, r.Generation)
 		fmt.Fprintln(tw, controlsLine(r.Controls))
+		fmt.Fprintln(tw, movementLine(r.Movement))
 		printBacklog(tw, r.Backlog)
-		fmt.Fprintln(tw, "NODE\tWORKER\tSTATE\tEPOCH\tLEASE LEFT\tREPORT\tPENDING\tEXEC/S\tBREAKERS\tCLOCK\tRANGES")
+		fmt.Fprintln(tw, "NODE\tWORKER\tSTATE\tEPOCH\tLEASE LEFT\tREPORT\tPENDING\tEXEC/S\tBREAKERS\tCLOCK\tSHARE\tRANGES")
 		var untrusted []string
 		for _, m := range r.Members {
 			ranges := make([]string, len(m.Ranges))
@@ -169,8 +172,8 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 			if m.Cordoned && state != coordinator.MemberDeparted {
 				state = "cordoned"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", node, worker, state, m.Epoch, left,
-				report, pending, execs, breakers, clock, strings.Join(ranges, " "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", node, worker, state, m.Epoch, left,
+				report, pending, execs, breakers, clock, shareOf(m.Ranges), strings.Join(ranges, " "))
 		}
 		for _, u := range untrusted {
 			// The worker leaves its ring until its clock is back within the bound.
@@ -178,6 +181,23 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// shareOf is a member's share of the ring and its number of ranges, "12.5% in 3" (the minimal
+// movement mode holds a member to at most max ranges), "-" for none.
+func shareOf(ranges []struct{ Start, End string }) string {
+	if len(ranges) == 0 {
+		return "-"
+	}
+	ws := make([]lease.WireRange, len(ranges))
+	for i, r := range ranges {
+		ws[i] = lease.WireRange{Start: r.Start, End: r.End}
+	}
+	rs, err := lease.DecodeRanges(ws)
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f%% in %d", 100*lease.Normalize(rs).Fraction(), len(ranges))
 }
 
 // printBacklog writes a ring's backlog line, and a line per breaker that is not closed.

@@ -13,6 +13,8 @@ var argHints = map[string]string{
 	"ID":             "the coordinator's node id, its --node-id (ctl peers lists them)",
 	"RAFTADDR":       "the node's Raft address, HOST:PORT, as its --raft-addr",
 	"TRANSACTION_ID": "the transaction's id (deadletters list shows them)",
+	"RING":           "the ring, as REGION/CLUSTER/SERVICE (ctl ring lists them)",
+	"MODE":           "the movement mode, minimal or contiguous",
 }
 
 // explainEveryArgs gives every runnable command under c the one-line refusal of explainArgs: a

@@ -15,6 +15,8 @@ var (
 	ErrActiveMember = errors.New("minimal: already an active member")
 	// ErrNotMember is a Leave of a worker id that is not an active member.
 	ErrNotMember = errors.New("minimal: not an active member")
+	// ErrNotReserved is a HandOn of a worker id that did not leave (or is no member at all).
+	ErrNotReserved = errors.New("minimal: not a member that left")
 )
 
 // Defaults of Config.

@@ -3,8 +3,9 @@
 // of the ring when a member joins at the last place, it trades exact equality for movement, within
 // the bounds below. It is pure: a Planner takes an Assignment (members in node-index order, each
 // with its ranges) and a change, and returns the new Assignment with the moves that lead to it. It
-// never does I/O, never reads a clock (the time of a leave and of an expiry is given), and is not
-// wired into fsm/ yet.
+// never does I/O and never reads a clock (the time of a leave and of an expiry is given). fsm/
+// plans a ring in the minimal movement mode with it (fsm/target.go), handing on a reserved member
+// by HandOn when the leader says its delay ran out rather than by Expire.
 //
 // Why a package of its own: lease/ is what every worker links (the guard, the wire types); this is
 // leader-side policy with its own configuration and a long argument, and fsm/ will call it as the

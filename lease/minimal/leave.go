@@ -138,3 +138,19 @@ func (p *Planner) receiver(a Assignment, receivers []int, piece lease.Range, b b
 	}
 	return order[0]
 }
+
+// HandOn hands on the ranges of id, which left, now, whatever is left of its delay: the hand-on
+// of Expire for one member. A caller that keeps the time of a leave itself (the FSM, which only
+// knows the times its commands carry, hands on when the leader says the delay ran out) uses it
+// instead of Expire. The reservation stays while no active member is left to take it.
+func (p *Planner) HandOn(a Assignment, id string) (Assignment, []Move, error) {
+	i := a.Index(id)
+	if i < 0 || a.Members[i].Active() {
+		return a, nil, fmt.Errorf("%w: hand-on of %q", ErrNotReserved, id)
+	}
+	if len(a.active()) == 0 {
+		return a, nil, nil
+	}
+	out, moves := p.handOn(a.clone(), i)
+	return out, moves, nil
+}

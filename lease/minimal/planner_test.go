@@ -203,3 +203,26 @@ func TestEvenOutWaitsForReservations(t *testing.T) {
 		t.Fatalf("EvenOut after the expiry moved nothing on\n%v", a)
 	}
 }
+
+// TestHandOnIsExpireForOneMember: HandOn gives exactly what Expire gives when that member alone is
+// due, refuses a member that did not leave, and keeps a reservation no active member can take.
+func TestHandOnIsExpireForOneMember(t *testing.T) {
+	p, _ := minimal.NewPlanner(minimal.Config{})
+	a := settled(t, p, 4)
+	now := time.Unix(100, 0)
+	left, _, _ := p.Leave(a, a.Members[1].ID, now)
+	viaExpire, movesExpire := p.Expire(left, now.Add(p.Config().ReturnDelay))
+	viaHandOn, movesHandOn, err := p.HandOn(left, a.Members[1].ID)
+	if err != nil || viaHandOn.String() != viaExpire.String() || fmt.Sprint(movesHandOn) != fmt.Sprint(movesExpire) {
+		t.Fatalf("HandOn (%v):\n%v%v\nExpire:\n%v%v", err, viaHandOn, movesHandOn, viaExpire, movesExpire)
+	}
+	if _, _, err := p.HandOn(a, a.Members[0].ID); !errors.Is(err, minimal.ErrNotReserved) || err.Error() != `minimal: not a member that left: hand-on of "`+a.Members[0].ID+`"` {
+		t.Fatalf("hand-on of an active member: %v", err)
+	}
+	alone, _, _ := p.Join(minimal.Assignment{}, "w")
+	alone, _, _ = p.Leave(alone, "w", now)
+	kept, moves, err := p.HandOn(alone, "w")
+	if err != nil || len(moves) != 0 || kept.String() != alone.String() {
+		t.Fatalf("hand-on with nobody to take it: %v %v\n%v", err, moves, kept)
+	}
+}

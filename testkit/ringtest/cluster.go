@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/testkit/ringtest/faultproxy"
 )
@@ -378,6 +379,11 @@ func (c *Cluster) settledNow() (bool, string) {
 	if len(active) == 0 {
 		return true, ""
 	}
+	if l, err := c.WaitLeader(0); err == nil {
+		if r, ok := ringView(l.View(), c.opts.Ring); ok && r.Movement.Mode == fsm.ModeMinimal {
+			return c.settledMinimal(active, holding)
+		}
+	}
 	split := lease.Split(len(active))
 	used := make([]bool, len(split))
 	for _, w := range active {
@@ -390,6 +396,35 @@ func (c *Cluster) settledNow() (bool, string) {
 			return false, fmt.Sprintf("%s holds node %d/%d %v, not an equal share of %d", w.Holder(), i, iv.NodeCount, iv.Ranges, len(split))
 		}
 		used[i] = true
+	}
+	return c.committedSettled(active, holding)
+}
+
+// settledMinimal is settledNow for a ring in the minimal movement mode, whose shares are not equal:
+// the active workers' usable leases cover the ring with no gap and no overlap, with distinct node
+// indexes, one of them Node-0, and agree with the leader's committed state.
+func (c *Cluster) settledMinimal(active []*Worker, holding map[string]Interval) (bool, string) {
+	var all lease.Ranges
+	indexes := map[int]string{}
+	for _, w := range active {
+		iv, ok := holding[w.Holder()]
+		if !ok {
+			return false, fmt.Sprintf("%s holds no usable lease", w.Holder())
+		}
+		if all.Overlaps(iv.Ranges) {
+			return false, fmt.Sprintf("%s holds %v, which another worker holds too", w.Holder(), iv.Ranges)
+		}
+		if other, dup := indexes[iv.NodeIndex]; dup || iv.NodeIndex < 0 || iv.NodeIndex >= iv.NodeCount {
+			return false, fmt.Sprintf("%s holds node %d/%d (also %q)", w.Holder(), iv.NodeIndex, iv.NodeCount, other)
+		}
+		indexes[iv.NodeIndex] = w.Holder()
+		all = all.Union(iv.Ranges)
+	}
+	if !all.Equal(lease.Ranges{lease.FullRing}) {
+		return false, fmt.Sprintf("the active workers hold %v, not the whole ring", all)
+	}
+	if _, ok := indexes[0]; !ok {
+		return false, "nobody is Node-0"
 	}
 	return c.committedSettled(active, holding)
 }

@@ -1,0 +1,108 @@
+package coordinator
+
+import (
+	"fmt"
+
+	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/lease"
+)
+
+// ActionMovement sets a ring's movement mode:
+//
+//	POST /v1/rings/{region}/{cluster}/{service}/movement   MovementRequest
+//
+// It answers MovementAnswer, the setting as committed.
+const ActionMovement = "movement"
+
+// MovementRequest sets the ring's movement mode: "contiguous" (the default: the equal split in
+// join order) or "minimal" (docs/architecture.md, "The minimal movement mode"), with its
+// tolerance (0 to 0.5, default 0.1) and its most ranges per member (default 16); the two are
+// refused with "contiguous".
+type MovementRequest struct {
+	Mode      string   `json:"mode"`
+	Tolerance *float64 `json:"tolerance,omitempty"`
+	MaxRanges *int     `json:"max_ranges,omitempty"`
+}
+
+// MovementView is a ring's movement mode as committed.
+type MovementView struct {
+	Mode string `json:"mode"`
+	// Tolerance and MaxRanges are the minimal mode's parameters, defaults filled in; 0 in the
+	// contiguous mode.
+	Tolerance float64 `json:"tolerance,omitempty"`
+	MaxRanges int     `json:"max_ranges,omitempty"`
+	// Reserved are the worker ids whose ranges wait for a new incarnation of the id, until the
+	// leader hands them on (the minimal mode's return delay).
+	Reserved []string `json:"reserved,omitempty"`
+	// SinceMs is when the mode last changed (the leader's wall clock, Unix ms); 0: never set.
+	SinceMs int64 `json:"since_ms,omitempty"`
+}
+
+// MovementAnswer answers a movement call: the ring, its mode as committed, and the leader that
+// committed it.
+type MovementAnswer struct {
+	Ring     lease.RingKey `json:"ring"`
+	Movement MovementView  `json:"movement"`
+	LeaderID string        `json:"leader_id"`
+}
+
+func movementView(r *fsm.Ring) MovementView {
+	v := MovementView{Mode: r.Mode()}
+	if r == nil || r.Movement == nil {
+		return v
+	}
+	v.Tolerance, v.MaxRanges, v.SinceMs = r.Movement.Tolerance, r.Movement.MaxRanges, r.Movement.SinceMs
+	for _, s := range r.Reservations() {
+		v.Reserved = append(v.Reserved, s.WorkerID)
+	}
+	return v
+}
+
+// movementCommand is the SetMovement of a movement call's body; bad input is lease.ErrBadRequest.
+func movementCommand(ring lease.RingKey, body []byte, atMs int64) (*fsm.SetMovement, error) {
+	var req MovementRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, err
+	}
+	c := &fsm.SetMovement{Ring: ring, Mode: req.Mode, AtMs: atMs}
+	switch {
+	case req.Mode != fsm.ModeMinimal && req.Mode != fsm.ModeContiguous:
+		return nil, fmt.Errorf(`%w: mode %q: send {"mode": "minimal"} (with "tolerance" and "max_ranges" if not the defaults) or {"mode": "contiguous"}`,
+			lease.ErrBadRequest, req.Mode)
+	case req.Mode == fsm.ModeContiguous && (req.Tolerance != nil || req.MaxRanges != nil):
+		return nil, fmt.Errorf("%w: tolerance and max_ranges are parameters of the minimal mode; the contiguous mode takes none", lease.ErrBadRequest)
+	}
+	if req.Tolerance != nil {
+		if !(*req.Tolerance > 0) {
+			return nil, fmt.Errorf("%w: tolerance must be above 0 (at most 0.5), got %v", lease.ErrBadRequest, *req.Tolerance)
+		}
+		c.Tolerance = *req.Tolerance
+	}
+	if req.MaxRanges != nil {
+		if *req.MaxRanges < 1 {
+			return nil, fmt.Errorf("%w: max_ranges must be at least 1, got %d", lease.ErrBadRequest, *req.MaxRanges)
+		}
+		c.MaxRanges = *req.MaxRanges
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", lease.ErrBadRequest, err)
+	}
+	return c, nil
+}
+
+// movedTokens is the number of tokens a plan gives members that did not hold them before: a token
+// that changes owner counts once, when its new owner gets it (a shrinking member's loss is not
+// counted again). r is the ring the plan was made on.
+func movedTokens(r *fsm.Ring, as []fsm.Assignment) float64 {
+	total := 0.0
+	for _, a := range as {
+		gained := lease.Normalize(a.Ranges)
+		if m := r.Members[fsm.MemberKey(a.WorkerID, a.Incarnation)]; m != nil {
+			gained = gained.Subtract(m.Held())
+		}
+		for _, rg := range gained {
+			total += float64(rg.Width()) + 1
+		}
+	}
+	return total
+}
