@@ -53,6 +53,12 @@ func render(m benchkit.Run, o options, rs []*result) string {
 		return fmt.Sprintf("%s (leader CPU %.0f %%, RSS peak %.0f MB)", secs(r.joinSettled), r.joinUsage.CPUPercent, r.joinUsage.PeakRSSMiB)
 	})
 	row("steady: leader CPU / RSS", func(r *result) string { return r.steadyUsage.String() })
+	row("steady: leader read(2) / write(2) calls per second", func(r *result) string {
+		if r.steadyReadsPerSec < 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.0f / %.0f", r.steadyReadsPerSec, r.steadyWritesPerSec)
+	})
 	row("steady: lease age at receipt p50 / p99", func(r *result) string {
 		if r.steadyElement == 0 {
 			return "—"
