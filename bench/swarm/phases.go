@@ -127,8 +127,11 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 	}
 	defer logs.Close()
 	sc := swarm.Config{Workers: r.workers, Rings: r.rings, Coordinators: strings.Split(c.RSocketAddrs(), ","), LogWriter: logs}
-	if bt != nil {
-		sc.Client = func(cfg *leaseclient.Config) { cfg.TLS = bt.client }
+	sc.Client = func(cfg *leaseclient.Config) {
+		cfg.Keepalive = o.keepalive
+		if bt != nil {
+			cfg.TLS = bt.client
+		}
 	}
 	s, err := swarm.New(sc)
 	if err != nil {
