@@ -2,22 +2,84 @@ package coordinator
 
 import (
 	"encoding/binary"
+	"net"
+	"sync"
 
 	"github.com/rsocket/rsocket-go/core"
 )
 
-// Answering KEEPALIVE frames on the connection's read goroutine (issue 19, item 4).
+// keepaliveConn answers the workers' KEEPALIVE frames on the connection's read goroutine (issue
+// 19, item 4); rsocket-go reads and writes the connection through it, above TLS if any.
 //
 // Every worker sends a KEEPALIVE frame with the respond flag several times a second, and the
 // coordinator must answer each with the same frame without the flag (docs/protocol.md section 3).
 // rsocket-go answers it on its write goroutine: the read goroutine decodes the frame, allocates
 // the answer and hands it over a channel, the write goroutine wakes, writes it and parks again. At
 // 1,000 steady workers that hand-over was about a fifth of the leader's CPU (docs/benchmarks.md,
-// figure 10, profiled). The answer is the frame itself with the respond flag cleared, so the
-// silenceConn writes it from the read goroutine as soon as it reads the frame, and hands
-// rsocket-go only the other frames. The write waits for the write goroutine to finish the frame
-// it is writing (writes of one frame can be split over several Write calls); while it is in the
-// middle of one the KEEPALIVE is left to rsocket-go, which answers it as before.
+// figure 10, profiled). The answer is the frame itself with the respond flag cleared, so Read
+// writes it as soon as it reads the frame, and hands rsocket-go only the other frames. The write
+// waits for rsocket-go's write goroutine to finish the frame it is writing (one frame can be split
+// over several Write calls); while it is in the middle of one, the KEEPALIVE is left to
+// rsocket-go, which answers it as before. The connection's first frame is never taken: rsocket-go
+// requires SETUP there and refuses anything else.
+type keepaliveConn struct {
+	net.Conn
+	// in follows the frames read; only Read uses it.
+	in frameCursor
+	// wmu orders rsocket-go's writes and the answers Read writes; out follows the frames
+	// written, so that an answer never lands inside another frame.
+	wmu       sync.Mutex
+	out       frameCursor
+	answerBuf []byte
+}
+
+func (c *keepaliveConn) Read(b []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(b)
+		if n == 0 {
+			return n, err
+		}
+		rest, werr := c.answerKeepalives(b[:n])
+		if werr != nil {
+			return 0, werr
+		}
+		// A read of nothing but KEEPALIVE frames is a sign of life, not data: read on (the
+		// silenceConn below sets a new silence deadline) rather than hand rsocket-go an empty read.
+		if len(rest) > 0 || err != nil {
+			return len(rest), err
+		}
+	}
+}
+
+// answerKeepalives answers the KEEPALIVE frames of b, just read, and returns the rest of b. It
+// answers none while rsocket-go's write goroutine is in the middle of a frame: they stay in b and
+// rsocket-go answers them.
+func (c *keepaliveConn) answerKeepalives(b []byte) ([]byte, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.out.atBoundary() {
+		c.in.advance(b)
+		return b, nil
+	}
+	rest, answers := c.in.takeKeepalives(b, c.answerBuf[:0])
+	c.answerBuf = answers[:0]
+	if len(answers) == 0 {
+		return rest, nil
+	}
+	// The connection below bounds the write and closes the connection if it fails.
+	if _, err := c.Conn.Write(answers); err != nil {
+		return nil, err
+	}
+	return rest, nil
+}
+
+func (c *keepaliveConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n, err := c.Conn.Write(b)
+	c.out.advance(b[:n])
+	return n, err
+}
 
 // keepaliveFrameMin is the shortest KEEPALIVE frame body: the header and the last received
 // position.

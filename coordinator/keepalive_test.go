@@ -198,8 +198,9 @@ func TestFrameCursorFollowsWrites(t *testing.T) {
 	})
 }
 
-// acceptedSilenceConn is a connection accepted by a silenceListener on loopback, and its client end.
-func acceptedSilenceConn(t *testing.T, silence time.Duration) (*silenceConn, net.Conn) {
+// acceptedConn is a connection accepted by a silenceListener on loopback (what rsocket-go reads
+// and writes), and its client end.
+func acceptedConn(t *testing.T, silence time.Duration) (*keepaliveConn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -217,7 +218,7 @@ func acceptedSilenceConn(t *testing.T, silence time.Duration) (*silenceConn, net
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = server.Close() })
-	return server.(*silenceConn), client
+	return server.(*keepaliveConn), client
 }
 
 // readFull reads exactly n bytes from c within a generous bound.
@@ -231,12 +232,12 @@ func readFull(t *testing.T, c net.Conn, n int) []byte {
 	return b
 }
 
-// TestSilenceConnAnswersKeepalivesUnlessAFrameIsHalfWritten: on a real connection, a KEEPALIVE is
-// answered by the silenceConn and never reaches rsocket-go, except while rsocket-go's writer is
+// TestKeepaliveConnAnswersUnlessAFrameIsHalfWritten: on a real connection, a KEEPALIVE is
+// answered by the keepaliveConn and never reaches rsocket-go, except while rsocket-go's writer is
 // in the middle of a frame: then the KEEPALIVE goes to rsocket-go as it came, and nothing is
 // written into the half frame.
-func TestSilenceConnAnswersKeepalivesUnlessAFrameIsHalfWritten(t *testing.T) {
-	server, client := acceptedSilenceConn(t, 10*time.Second)
+func TestKeepaliveConnAnswersUnlessAFrameIsHalfWritten(t *testing.T) {
+	server, client := acceptedConn(t, 10*time.Second)
 	setup := validSetup("w")
 	request := requestStreamFrame(1, "ring.leases", []byte(`{}`))
 	buf := make([]byte, 64<<10)
@@ -308,7 +309,7 @@ func readAtLeast(t *testing.T, c net.Conn, buf []byte, n int) []byte {
 // goroutine never reach rsocket-go, yet each one is a sign of life: the Read that waits through
 // them ends only once the client goes silent for the silence timeout, with a timeout.
 func TestKeepalivesAloneKeepTheConnectionAndSilenceStillEndsIt(t *testing.T) {
-	server, client := acceptedSilenceConn(t, 2*time.Second)
+	server, client := acceptedConn(t, 2*time.Second)
 	setup := validSetup("w")
 	if _, err := client.Write(setup); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,10 @@ import (
 // rsocket-go's read loop, which closes the socket and fires OnClose, where the worker is marked down.
 // A failed write closes the connection for the same reason: rsocket-go only logs write errors.
 //
+// rsocket-go is handed a keepaliveConn over it (over the TLS connection, with TLS), which answers
+// the workers' KEEPALIVE frames itself (keepalive.go); each of its reads is one Read here, so a
+// KEEPALIVE is a sign of life all the same.
+//
 // It also keeps every open connection by remote address, so that the coordinator closes a worker
 // connection by closing its net.Conn: rsocket-go then tears the socket down from its own read loop,
 // after that loop stopped dispatching frames. Closing the rsocket socket from another goroutine
@@ -53,12 +57,13 @@ func (l *silenceListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &silenceConn{Conn: c, silence: l.silence, write: l.write, owner: l, answers: l.tls == nil}
+	sc := &silenceConn{Conn: c, silence: l.silence, write: l.write, owner: l}
 	var out net.Conn = sc
 	if l.tls != nil {
 		sc.tls = auth.NewServerConn(sc, l.tls, auth.AnswerPlainRSocket, l.tlsFailed, l.tlsSlots)
 		out = sc.tls
 	}
+	out = &keepaliveConn{Conn: out}
 	l.mu.Lock()
 	l.conns[c.RemoteAddr().String()] = sc
 	l.mu.Unlock()
@@ -101,40 +106,11 @@ type silenceConn struct {
 	// handshake instead.
 	handshakeUntil atomic.Int64
 
-	// answers: KEEPALIVE frames are answered here, on the read goroutine (keepalive.go). Not
-	// under TLS: this connection then carries the TLS records, not the frames.
-	answers bool
-	// in follows the frames read; only Read uses it.
-	in frameCursor
-	// wmu orders the writes of rsocket-go's write goroutine and the answers Read writes; out
-	// follows the frames written, so that an answer never lands inside another frame.
-	wmu       sync.Mutex
-	out       frameCursor
-	answerBuf []byte
-
 	closeOnce sync.Once
 	closeErr  error
 }
 
 func (c *silenceConn) Read(b []byte) (int, error) {
-	for {
-		n, err := c.readOnce(b)
-		if !c.answers || n == 0 {
-			return n, err
-		}
-		rest, werr := c.answerKeepalives(b[:n])
-		if werr != nil {
-			return 0, werr
-		}
-		// A read of nothing but KEEPALIVE frames is a sign of life, not data: read on, under a
-		// new silence deadline, rather than hand rsocket-go an empty read.
-		if len(rest) > 0 || err != nil {
-			return len(rest), err
-		}
-	}
-}
-
-func (c *silenceConn) readOnce(b []byte) (int, error) {
 	deadline := time.Now().Add(c.silence)
 	if until := c.handshakeUntil.Load(); until != 0 {
 		deadline = time.Unix(0, until)
@@ -145,40 +121,7 @@ func (c *silenceConn) readOnce(b []byte) (int, error) {
 	return c.Conn.Read(b)
 }
 
-// answerKeepalives answers the KEEPALIVE frames of b, just read, and returns the rest of b. It
-// answers none while rsocket-go's write goroutine is in the middle of a frame: they stay in b and
-// rsocket-go answers them.
-func (c *silenceConn) answerKeepalives(b []byte) ([]byte, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if !c.out.atBoundary() {
-		c.in.advance(b)
-		return b, nil
-	}
-	rest, answers := c.in.takeKeepalives(b, c.answerBuf[:0])
-	c.answerBuf = answers[:0]
-	if len(answers) == 0 {
-		return rest, nil
-	}
-	if _, err := c.writeLocked(answers); err != nil {
-		return nil, err
-	}
-	return rest, nil
-}
-
 func (c *silenceConn) Write(b []byte) (int, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	n, err := c.writeLocked(b)
-	if c.answers {
-		c.out.advance(b[:n])
-	}
-	return n, err
-}
-
-// writeLocked writes b under the write timeout; a failed write closes the connection. Callers
-// hold wmu.
-func (c *silenceConn) writeLocked(b []byte) (int, error) {
 	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.write)); err != nil {
 		return 0, err
 	}
