@@ -22,8 +22,8 @@ import (
 // A failed write closes the connection for the same reason: rsocket-go only logs write errors.
 //
 // rsocket-go is handed a keepaliveConn over it (over the TLS connection, with TLS), which answers
-// the workers' KEEPALIVE frames itself (keepalive.go); each of its reads is one Read here, so a
-// KEEPALIVE is a sign of life all the same.
+// the workers' KEEPALIVE frames itself (keepalive.go); its reads go through Read here, so a
+// KEEPALIVE that rsocket-go never sees is a sign of life all the same.
 //
 // It also keeps every open connection by remote address, so that the coordinator closes a worker
 // connection by closing its net.Conn: rsocket-go then tears the socket down from its own read loop,
