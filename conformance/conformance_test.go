@@ -83,8 +83,20 @@ type checkLine struct {
 
 // TestJSClientSpeaksTheDocumentedProtocol runs js/client.mjs, a client written only from
 // docs/protocol.md on rsocket-js, against three real coordinators, giving it a follower's address
-// only.
+// only. It sends a KEEPALIVE every 300 ms, the longest period protocol.md section 3 allows.
 func TestJSClientSpeaksTheDocumentedProtocol(t *testing.T) {
+	runJSClient(t, 300*time.Millisecond)
+}
+
+// TestJSClientOfTheEarlier200msKeepaliveRule: a client written when protocol.md section 3 asked
+// for a KEEPALIVE every 200 ms (the coordinators now answer them on the read goroutine) has the
+// whole conversation as before.
+func TestJSClientOfTheEarlier200msKeepaliveRule(t *testing.T) {
+	runJSClient(t, 200*time.Millisecond)
+}
+
+// runJSClient runs the script's whole conversation with the given KEEPALIVE period.
+func runJSClient(t *testing.T, keepalive time.Duration) {
 	node := requireNode(t)
 
 	// The timing of docs/protocol.md's worked timeline (TTL 3 s, renewal 1 s), shorter than the
@@ -126,6 +138,7 @@ func TestJSClientSpeaksTheDocumentedProtocol(t *testing.T) {
 		"--follower-http", follower.Node().HTTPAddr(),
 		"--coordinators", refusing+","+follower.RSocketAddr(),
 		"--renewal-ms", strconv.FormatInt(c.Options().Timing.Renewal.Milliseconds(), 10),
+		"--keepalive-ms", strconv.FormatInt(keepalive.Milliseconds(), 10),
 		"--timeout-ms", strconv.FormatInt(scriptOwnBound.Milliseconds(), 10),
 	)
 	cmd.Dir = scriptDir

@@ -27,6 +27,8 @@
 //	ring.report                     -> keep it in memory (reports.go), never in Raft; when it changes
 //	                                   who has work under a limit, wake the ring's streams (share.go)
 //	every report period             -> sample each ring's backlog age, drop reports of members gone
+//	KEEPALIVE with the respond flag -> answered on the connection's read goroutine, never seen by
+//	                                   rsocket-go (keepalive.go); the silence timeout counts it
 //
 // What it must never do: send a lease element carrying an assignment that is not committed; send
 // anything later than the Raft leader lease timeout after the proposal of the last entry of its term

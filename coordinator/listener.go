@@ -21,6 +21,10 @@ import (
 // rsocket-go's read loop, which closes the socket and fires OnClose, where the worker is marked down.
 // A failed write closes the connection for the same reason: rsocket-go only logs write errors.
 //
+// rsocket-go is handed a keepaliveConn over it (over the TLS connection, with TLS), which answers
+// the workers' KEEPALIVE frames itself (keepalive.go); its reads go through Read here, so a
+// KEEPALIVE that rsocket-go never sees is a sign of life all the same.
+//
 // It also keeps every open connection by remote address, so that the coordinator closes a worker
 // connection by closing its net.Conn: rsocket-go then tears the socket down from its own read loop,
 // after that loop stopped dispatching frames. Closing the rsocket socket from another goroutine
@@ -59,6 +63,7 @@ func (l *silenceListener) Accept() (net.Conn, error) {
 		sc.tls = auth.NewServerConn(sc, l.tls, auth.AnswerPlainRSocket, l.tlsFailed, l.tlsSlots)
 		out = sc.tls
 	}
+	out = &keepaliveConn{Conn: out}
 	l.mu.Lock()
 	l.conns[c.RemoteAddr().String()] = sc
 	l.mu.Unlock()

@@ -152,7 +152,7 @@ func (b *baseline) waitFor(ctx context.Context, bound time.Duration, cond func()
 	}
 }
 
-// runBaselineClient is the client process: it connects, keeps alive every 200 ms with a 1 s
+// runBaselineClient is the client process: it connects, keeps alive every 300 ms with a 1 s
 // lifetime (the lease client's defaults), and waits to be stopped and killed.
 func runBaselineClient(addr, id string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

@@ -21,7 +21,7 @@
 //
 // The baseline runs in the same process, in parallel with the trials: a plain rsocket.Receive() TCP
 // server, without the read-deadline cap the coordinator puts on its connections, and clients (this
-// binary again, in client mode, keeping alive every 200 ms) that are SIGSTOPped; measured until the
+// binary again, in client mode, keeping alive as the lease client does) that are SIGSTOPped; measured until the
 // server's OnClose fires. rsocket-go's server keeps a 90 s read deadline whatever the client's
 // SETUP says, so this takes about 90 s, and costs that once for all its clients.
 //

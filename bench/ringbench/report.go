@@ -33,7 +33,7 @@ func rows(t lease.Timing) []row {
 }
 
 // baselineRow is the baseline's line, the same whatever the timing.
-var baselineRow = row{figBaseline, "**baseline**: plain rsocket-go server", "SIGSTOP of a client (keepalive 200 ms) → the server's `OnClose` (no read-deadline cap; run in parallel with the trials above)", "(≈ 90 s expected)"}
+var baselineRow = row{figBaseline, "**baseline**: plain rsocket-go server", "SIGSTOP of a client (the lease client's keepalive) → the server's `OnClose` (no read-deadline cap; run in parallel with the trials above)", "(≈ 90 s expected)"}
 
 // fmtDur prints milliseconds below 10 s and seconds above.
 func fmtDur(d time.Duration) string {

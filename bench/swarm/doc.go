@@ -7,7 +7,9 @@
 //   - join storm: every client starts at once; until every ring is settled in the leader's view
 //     (exactly its clients as active members covering the ring, each client's guard holding what
 //     the leader assigned it), with the leader's CPU and RSS meanwhile (from /proc);
-//   - steady renewals for -steady: the leader's CPU and RSS (nothing polls it meanwhile), the
+//   - steady renewals for -steady: the leader's CPU and RSS (nothing polls it meanwhile), its
+//     read(2) and write(2) calls a second (/proc/PID/io: about one per frame, KEEPALIVEs and
+//     their answers most of them), the
 //     lease age at receipt (how long each demand waited for its element), p50 and p99, and the
 //     Raft log's growth (the leader's commit index on /metrics, read before and after);
 //   - a kill -9 of the leader: until another node says it leads; per worker, whether its lease ran

@@ -19,6 +19,7 @@ import (
 	rslogger "github.com/rsocket/rsocket-go/logger"
 
 	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/worker/leaseclient"
 )
 
 // timingSpec is one lease timing to run under, by name.
@@ -47,6 +48,8 @@ type options struct {
 	// cpuProfiles, when set, is where the leader's CPU profile of each steady phase is written
 	// (the coordinators then run with --profiling).
 	cpuProfiles string
+	// keepalive is the lease clients' KEEPALIVE period; zero means the lease client's default.
+	keepalive time.Duration
 }
 
 func main() {
@@ -69,6 +72,7 @@ func main() {
 	fs.BoolVar(&o.keep, "keep", false, "keep the logs and data directories")
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
 	fs.StringVar(&o.cpuProfiles, "cpu-profiles", "", "write the leader's CPU profile of each steady phase (plain runs; TLS runs are skipped) to this directory: leader-WORKERS-TIMING.pprof, for go tool pprof")
+	fs.DurationVar(&o.keepalive, "keepalive", 0, "the lease clients' KEEPALIVE period (default: the lease client's, leaseclient.DefaultKeepalive); 200ms is protocol.md's earlier rule, for a baseline")
 	_ = fs.Parse(os.Args[1:])
 
 	for _, w := range strings.Split(workers, ",") {
@@ -105,6 +109,9 @@ func main() {
 	o.coordArgs = strings.Fields(coordArgs)
 	if o.steady <= 0 || o.settleBound <= 0 || o.renewBound <= 0 || o.poll <= 0 {
 		benchkit.Fail(errors.New("-steady, -settle-bound, -renew-bound and -poll must be positive"))
+	}
+	if o.keepalive < 0 || o.keepalive > leaseclient.MaxKeepalive {
+		benchkit.Fail(fmt.Errorf("-keepalive %v: want a period in (0, %v], or 0 for the default", o.keepalive, leaseclient.MaxKeepalive))
 	}
 	files, err := checkFiles(o.workers)
 	if err != nil {

@@ -44,9 +44,12 @@ type result struct {
 	// steadyEntriesPerMin is how fast the leader's Raft log grew while it only renewed (-1: not
 	// measured).
 	steadyEntriesPerMin float64
-	agesP50             time.Duration
-	agesP99             time.Duration
-	steadyElement       int
+	// steadyReadsPerSec and steadyWritesPerSec are the leader's read(2) and write(2) calls a second
+	// while it only renewed (-1: not measured): about one per frame, Raft's besides.
+	steadyReadsPerSec, steadyWritesPerSec float64
+	agesP50                               time.Duration
+	agesP99                               time.Duration
+	steadyElement                         int
 
 	kill *faultResult
 
@@ -124,8 +127,11 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 	}
 	defer logs.Close()
 	sc := swarm.Config{Workers: r.workers, Rings: r.rings, Coordinators: strings.Split(c.RSocketAddrs(), ","), LogWriter: logs}
-	if bt != nil {
-		sc.Client = func(cfg *leaseclient.Config) { cfg.TLS = bt.client }
+	sc.Client = func(cfg *leaseclient.Config) {
+		cfg.Keepalive = o.keepalive
+		if bt != nil {
+			cfg.TLS = bt.client
+		}
 	}
 	s, err := swarm.New(sc)
 	if err != nil {
@@ -216,6 +222,7 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	}
 	index0, indexErr := raftCommitIndex(ctx, leader)
 	from := time.Now()
+	calls0, callsErr := procstat.ReadSyscalls(leader.Pid())
 	smp := procstat.Sample(leader.Pid(), samplePeriod)
 	profiled := b.profileSteady(ctx, leader)
 	select {
@@ -225,6 +232,19 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	case <-time.After(b.o.steady):
 	}
 	b.r.steadyUsage = smp.Finish()
+	b.r.steadyReadsPerSec, b.r.steadyWritesPerSec = -1, -1
+	if callsErr == nil {
+		calls1, err := procstat.ReadSyscalls(leader.Pid())
+		callsErr = err
+		if err == nil {
+			secs := time.Since(from).Seconds()
+			b.r.steadyReadsPerSec = float64(calls1.Reads-calls0.Reads) / secs
+			b.r.steadyWritesPerSec = float64(calls1.Writes-calls0.Writes) / secs
+		}
+	}
+	if callsErr != nil {
+		b.r.note("steady: the leader's system calls not counted: %v", callsErr)
+	}
 	if err := <-profiled; err != nil {
 		b.r.note("steady: no CPU profile of the leader: %v", err)
 	}
@@ -241,7 +261,8 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	}
 	ages := b.s.History().Ages(from, time.Now())
 	b.r.agesP50, b.r.agesP99, b.r.steadyElement = swarm.Percentile(ages, 0.5), swarm.Percentile(ages, 0.99), len(ages)
-	benchkit.Logf("steady: leader %s, lease age at receipt p50 %v p99 %v over %d elements, Raft log %.0f entries/min", b.r.steadyUsage,
+	benchkit.Logf("steady: leader %s, %.0f read(2)/s %.0f write(2)/s, lease age at receipt p50 %v p99 %v over %d elements, Raft log %.0f entries/min",
+		b.r.steadyUsage, b.r.steadyReadsPerSec, b.r.steadyWritesPerSec,
 		b.r.agesP50.Round(time.Millisecond), b.r.agesP99.Round(time.Millisecond), len(ages), b.r.steadyEntriesPerMin)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryring/retryring/testkit/benchkit"
 	"github.com/retryring/retryring/testkit/swarm"
+	"github.com/retryring/retryring/worker/leaseclient"
 )
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
@@ -22,7 +23,7 @@ func render(m benchkit.Run, o options, rs []*result) string {
 	fmt.Fprintf(&b, "load avg: %s at the start, %s at the end\n", m.LoadAvgFrom, m.LoadEnd)
 	fmt.Fprintf(&b, "binary:   %s (%s)\n", o.binary, oneLine(o.binaryVersion))
 	fmt.Fprintf(&b, "files:    %s\n", o.files)
-	fmt.Fprintf(&b, "per column: 3 `retryring coordinator` processes on loopback, N lease clients (worker/leaseclient) in this process, one RSocket connection each, worker i in ring i mod N/10; the join storm starts once the fresh cluster's first-assignment wait (its holder bound) is over; steady %v, then kill -9 of the leader, then a rolling restart by SIGTERM (c3, c2, c1)\n\n", o.steady)
+	fmt.Fprintf(&b, "per column: 3 `retryring coordinator` processes on loopback, N lease clients (worker/leaseclient) in this process, one RSocket connection each, worker i in ring i mod N/10; the join storm starts once the fresh cluster's first-assignment wait (its holder bound) is over; steady %v, then kill -9 of the leader, then a rolling restart by SIGTERM (c3, c2, c1); the clients' KEEPALIVE period %v\n\n", o.steady, keepaliveOf(o))
 
 	head := []string{""}
 	for _, r := range rs {
@@ -53,6 +54,12 @@ func render(m benchkit.Run, o options, rs []*result) string {
 		return fmt.Sprintf("%s (leader CPU %.0f %%, RSS peak %.0f MB)", secs(r.joinSettled), r.joinUsage.CPUPercent, r.joinUsage.PeakRSSMiB)
 	})
 	row("steady: leader CPU / RSS", func(r *result) string { return r.steadyUsage.String() })
+	row("steady: leader read(2) / write(2) calls per second", func(r *result) string {
+		if r.steadyReadsPerSec < 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.0f / %.0f", r.steadyReadsPerSec, r.steadyWritesPerSec)
+	})
 	row("steady: lease age at receipt p50 / p99", func(r *result) string {
 		if r.steadyElement == 0 {
 			return "—"
@@ -152,4 +159,12 @@ func oneLine(s string) string {
 		return "version unknown"
 	}
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// keepaliveOf is the clients' KEEPALIVE period in force.
+func keepaliveOf(o options) time.Duration {
+	if o.keepalive == 0 {
+		return leaseclient.DefaultKeepalive
+	}
+	return o.keepalive
 }

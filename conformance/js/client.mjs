@@ -8,7 +8,7 @@
 //
 // Usage:
 //   node client.mjs --follower HOST:PORT --follower-http HOST:PORT [--coordinators HOST:PORT,...]
-//                   [--renewal-ms 1000] [--keepalive-ms 200] [--timeout-ms 45000]
+//                   [--renewal-ms 1000] [--keepalive-ms 300] [--timeout-ms 45000]
 //
 // Every flag also reads an environment variable: RETRYRING_FOLLOWER, RETRYRING_FOLLOWER_HTTP,
 // RETRYRING_COORDINATORS, RETRYRING_RENEWAL_MS, RETRYRING_KEEPALIVE_MS, RETRYRING_TIMEOUT_MS. The
@@ -82,8 +82,8 @@ const opts = {
   followerHttp: option('follower-http', 'RETRYRING_FOLLOWER_HTTP', ''),
   coordinators: option('coordinators', 'RETRYRING_COORDINATORS', ''),
   renewalMs: millis('renewal-ms', 'RETRYRING_RENEWAL_MS', '1000', 60000),
-  // protocol.md section 3: at most 200 ms between KEEPALIVE frames.
-  keepAliveMs: millis('keepalive-ms', 'RETRYRING_KEEPALIVE_MS', '200', 200),
+  // protocol.md section 3: at most 300 ms between KEEPALIVE frames (200 ms was the earlier rule).
+  keepAliveMs: millis('keepalive-ms', 'RETRYRING_KEEPALIVE_MS', '300', 300),
   timeoutMs: millis('timeout-ms', 'RETRYRING_TIMEOUT_MS', '45000', 600000),
 };
 
@@ -973,7 +973,7 @@ async function conversation(a, b) {
   ]) {
     check = name;
     // The coordinator closes right after its ERROR frame; anything the client sent that it has
-    // not read (a request, or a KEEPALIVE when the refusal took over 200 ms) turns that close into
+    // not read (a request, or a KEEPALIVE when the refusal took over a KEEPALIVE period) turns that close into
     // a TCP reset, which can destroy the ERROR frame before the client reads it. So a close alone
     // passes, and at least one of the three refusals must show the documented frame.
     const { frame, closed } = await setupRejection(check, opts.follower, setup);

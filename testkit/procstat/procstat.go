@@ -144,3 +144,40 @@ func (s *Sampler) Finish() Usage {
 	}
 	return u
 }
+
+// Syscalls is how many read and write system calls a process made so far (syscr and syscw of
+// /proc/<pid>/io, all its threads), whatever they read or wrote: on a coordinator that serves
+// mostly small frames it counts the frames, one read(2) or write(2) each, plus Raft's.
+type Syscalls struct {
+	Reads, Writes int64
+}
+
+// ReadSyscalls reads syscr and syscw of pid from /proc/<pid>/io.
+func ReadSyscalls(pid int) (Syscalls, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return Syscalls{}, err
+	}
+	var s Syscalls
+	var seen int
+	for _, l := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(l, ":")
+		if !ok || (name != "syscr" && name != "syscw") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return Syscalls{}, fmt.Errorf("/proc/%d/io: %s %q", pid, name, v)
+		}
+		if name == "syscr" {
+			s.Reads = n
+		} else {
+			s.Writes = n
+		}
+		seen++
+	}
+	if seen != 2 {
+		return Syscalls{}, fmt.Errorf("/proc/%d/io: no syscr and syscw", pid)
+	}
+	return s, nil
+}

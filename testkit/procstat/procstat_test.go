@@ -27,3 +27,32 @@ func TestSamplerReadsThisProcess(t *testing.T) {
 		t.Errorf("VmHWM %d KiB (%v) below half the last VmRSS of %.1f MiB", peak, err, u.LastRSSMiB)
 	}
 }
+
+// TestReadSyscallsCountsThisProcess: writes this process makes show in its write count.
+func TestReadSyscallsCountsThisProcess(t *testing.T) {
+	before, err := ReadSyscalls(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(t.TempDir() + "/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const writes = 10
+	for range writes {
+		if _, err := f.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := ReadSyscalls(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Writes-before.Writes < writes || after.Reads < before.Reads {
+		t.Fatalf("before %+v, after %+v: %d writes not counted", before, after, writes)
+	}
+	if _, err := ReadSyscalls(-1); err == nil {
+		t.Error("no error for a process that does not exist")
+	}
+}

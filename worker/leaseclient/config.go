@@ -19,10 +19,13 @@ const (
 	// DefaultGuardMargin is the validity a lease must have left beyond an operation's timeout.
 	DefaultGuardMargin = 100 * time.Millisecond
 	// DefaultKeepalive is the KEEPALIVE period. The coordinator requires at most MaxKeepalive.
-	DefaultKeepalive = 200 * time.Millisecond
+	DefaultKeepalive = 300 * time.Millisecond
 	// MaxKeepalive is the longest KEEPALIVE period the protocol allows: the coordinator closes a
-	// connection it read nothing from for 750 ms and treats the worker as down.
-	MaxKeepalive = 200 * time.Millisecond
+	// connection it read nothing from for 750 ms and treats the worker as down, so at 300 ms a
+	// KEEPALIVE may come 450 ms late (one lost and the next 150 ms late) before that happens. It
+	// was 200 ms (550 ms of slack) until the KEEPALIVEs and their answers, 10,000 frames a second
+	// at 1,000 workers, were found to be most of the leader's CPU (docs/benchmarks.md, figure 10).
+	MaxKeepalive = 300 * time.Millisecond
 	// DefaultKeepaliveLifetime is how long the client waits without reading anything (the
 	// coordinator echoes every KEEPALIVE) before it drops the connection and reconnects.
 	DefaultKeepaliveLifetime = time.Second
