@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rsocket/rsocket-go"
+	"github.com/rsocket/rsocket-go/core/transport"
 	"github.com/rsocket/rsocket-go/extension"
 	"github.com/rsocket/rsocket-go/payload"
 	"github.com/rsocket/rsocket-go/rx"
@@ -87,17 +89,27 @@ func (w *testWorker) setupData() []byte {
 	return b
 }
 
-// dial connects to addr with keepalives every 100 ms.
+// dial connects to addr with keepalives every 100 ms. The TCP connection is open before Start, as
+// the lease client's is (leaseclient.predialed): otherwise a dial slower than one period (a loaded
+// host under -race) lets rsocket-go write its first KEEPALIVE while it writes SETUP, a data race
+// inside the library.
 func (w *testWorker) dial(addr string) (rsocket.Client, error) {
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
 	// The client lives as long as the context given to Start: not a timeout context.
-	return rsocket.Connect().
-		ConnectTimeout(2*time.Second).
+	c, err := rsocket.Connect().
 		KeepAlive(100*time.Millisecond, time.Second, 3).
 		DataMimeType(lease.DataMIME).
 		MetadataMimeType(lease.MetadataMIME).
 		SetupPayload(payload.New(w.setupData(), nil)).
-		Transport(rsocket.TCPClient().SetAddr(addr).Build()).
+		Transport(func(context.Context) (*transport.Transport, error) { return transport.NewTCPClientTransport(conn), nil }).
 		Start(context.Background())
+	if err != nil {
+		_ = conn.Close()
+	}
+	return c, err
 }
 
 // subscriber does the demand accounting of one ring.leases stream, asking for the next element

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rsocket/rsocket-go"
+	"github.com/rsocket/rsocket-go/core/transport"
 	"github.com/rsocket/rsocket-go/extension"
 	"github.com/rsocket/rsocket-go/payload"
 	"github.com/rsocket/rsocket-go/rx"
@@ -105,15 +107,21 @@ func (w *rawWorker) run() {
 func (w *rawWorker) session(addr string) (redirect string) {
 	setup, _ := json.Marshal(lease.Setup{WorkerID: w.id, Incarnation: w.inc, Region: w.ring.Region,
 		Cluster: w.ring.Cluster, Service: w.ring.Service, Features: w.features})
+	// Open before Start, as the lease client's connection is: a dial slower than one KEEPALIVE
+	// period would have rsocket-go write a KEEPALIVE while it writes SETUP (leaseclient.predialed).
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return ""
+	}
 	client, err := rsocket.Connect().
-		ConnectTimeout(time.Second).
 		KeepAlive(100*time.Millisecond, time.Second, 1).
 		DataMimeType(lease.DataMIME).
 		MetadataMimeType(lease.MetadataMIME).
 		SetupPayload(payload.New(setup, nil)).
-		Transport(rsocket.TCPClient().SetAddr(addr).Build()).
+		Transport(func(context.Context) (*transport.Transport, error) { return transport.NewTCPClientTransport(conn), nil }).
 		Start(context.Background())
 	if err != nil {
+		_ = conn.Close()
 		return ""
 	}
 	defer client.Close()

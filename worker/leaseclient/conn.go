@@ -96,24 +96,31 @@ func (c *silenceConn) tlsAlert() error {
 	return nil
 }
 
-// tcpTransport dials addr for rsocket-go, runs the TLS handshake when tlsCfg is set, wraps the
-// connection in a silenceConn and hands that to dialed before rsocket-go uses it.
-func tcpTransport(addr string, silence time.Duration, tlsCfg *tls.Config, dialed func(*silenceConn)) transport.ClientTransporter {
-	return func(ctx context.Context) (*transport.Transport, error) {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
+// dialConn dials addr, runs the TLS handshake when tlsCfg is set, and wraps the connection in a
+// silenceConn, all before rsocket-go is given it (predialed).
+func dialConn(ctx context.Context, addr string, silence time.Duration, tlsCfg *tls.Config) (*silenceConn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		if conn, err = clientHandshake(ctx, conn, tlsCfg, addr); err != nil {
 			return nil, err
 		}
-		if tlsCfg != nil {
-			if conn, err = clientHandshake(ctx, conn, tlsCfg, addr); err != nil {
-				return nil, err
-			}
-		}
-		sc := &silenceConn{Conn: conn, timeout: silence, tls: tlsCfg != nil}
-		dialed(sc)
-		return transport.NewTCPClientTransport(sc), nil
 	}
+	return &silenceConn{Conn: conn, timeout: silence, tls: tlsCfg != nil}, nil
+}
+
+// predialed hands rsocket-go a connection that is already open. rsocket-go starts its KEEPALIVE
+// ticker before it asks its transport for the connection, and its write loop sends the first
+// KEEPALIVE as soon as it runs, while Start is still writing SETUP through the same unguarded
+// buffer: when the dial (a TLS handshake to a distant coordinator, a busy host) takes longer than
+// one KEEPALIVE period, a tick is already waiting, the two writes race, and the coordinator may
+// read a KEEPALIVE first (it refuses any first frame but SETUP) or interleaved bytes. With the
+// connection open beforehand, Start reaches SETUP microseconds after the ticker starts.
+func predialed(sc *silenceConn) transport.ClientTransporter {
+	return func(context.Context) (*transport.Transport, error) { return transport.NewTCPClientTransport(sc), nil }
 }
 
 // clientHandshake runs the TLS handshake on conn, verifying the coordinator under the host name of

@@ -207,6 +207,17 @@ func (c *Client) dialKeepalive(ctx context.Context, addr string, keepalive time.
 	// rsocket-go closes the connection by itself when the context given to Start ends, without the
 	// session's send lock (see session.sendMu). So Start gets a context that only ends after
 	// session.close; ctx may interrupt the dial, not the connection.
+	dialCtx, dialCancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+	sc, err := dialConn(dialCtx, addr, c.cfg.KeepaliveLifetime, c.cfg.TLS)
+	dialCancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: connecting to %s: %w", ErrDisconnected, addr, readable{err})
+	}
+	sc.readFailed = sess.readFailed
+	sess.conn = sc
 	rsctx, rscancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopDialCancel := context.AfterFunc(ctx, rscancel)
 	sock, err := rsocket.Connect().
@@ -217,19 +228,18 @@ func (c *Client) dialKeepalive(ctx context.Context, addr string, keepalive time.
 		KeepAlive(keepalive, c.cfg.KeepaliveLifetime, 1).
 		ConnectTimeout(c.cfg.DialTimeout).
 		OnClose(sess.onClose).
-		Transport(tcpTransport(addr, c.cfg.KeepaliveLifetime, c.cfg.TLS, func(sc *silenceConn) {
-			sc.readFailed = sess.readFailed
-			sess.conn = sc
-		})).
+		Transport(predialed(sc)).
 		Start(rsctx)
 	if !stopDialCancel() {
 		if err == nil {
 			_ = sock.Close()
 		}
+		_ = sc.Close()
 		rscancel()
 		return nil, ctx.Err()
 	}
 	if err != nil {
+		_ = sc.Close()
 		rscancel()
 		// Under TLS 1.3 a refused client certificate arrives as an alert on the first read, which
 		// can close the connection while Start still writes SETUP: the alert says why.
