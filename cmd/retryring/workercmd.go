@@ -174,11 +174,13 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		return err
 	}
 	s.cfg.ClockCheck = monitor
+	cycles := newCycleHealth(time.Now, s.log)
+	s.cfg.CycleEnded = cycles.ended
 	if scanner, err = worker.New(s.cfg, store, s.guard, exec); err != nil {
 		return err
 	}
 	reg.MustRegister(worker.NewMetrics(scanner), clockcheck.NewMetrics(monitor, "worker"))
-	ready.running(scanner.LeaseFit, monitor.Status)
+	ready.running(scanner.LeaseFit, monitor.Status, cycles.reason)
 	watcher := &cassandraWatcher{
 		watch: cassandraWatch{lostAfter: o.cassandraLostAfter}, ping: pingSession(session), ready: ready, stats: deps,
 		log: s.log, members: members, now: time.Now,
