@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,7 +56,7 @@ func (h *cycleHealth) ended(err error) {
 		h.since = now
 	}
 	h.failures++
-	h.last = oneLine(err.Error())
+	h.last = oneLine(strings.TrimPrefix(err.Error(), "cassandra: ")) // the reason says it already
 	h.reasonAt(now)
 }
 

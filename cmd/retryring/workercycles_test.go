@@ -20,7 +20,7 @@ func TestCycleHealth(t *testing.T) {
 	var logs bytes.Buffer
 	h := newCycleHealth(func() time.Time { return now }, zerolog.New(&logs))
 	timeout := errors.New("worker: read bucket: gocql: no response received from cassandra within timeout period")
-	quorum := errors.New("worker: list instances: Cannot achieve consistency level LOCAL_QUORUM")
+	quorum := errors.New("cassandra: list instances: Cannot achieve consistency level LOCAL_QUORUM")
 	step := func(d time.Duration, err error, want string) {
 		t.Helper()
 		now = now.Add(d)
@@ -32,8 +32,8 @@ func TestCycleHealth(t *testing.T) {
 	step(0, nil, "")
 	step(time.Second, timeout, "")
 	step(2*time.Second, quorum, "")
-	step(time.Second, quorum, "cassandra: 3 cycles failed in a row, for 3s: worker: list instances: Cannot achieve consistency level LOCAL_QUORUM")
-	step(time.Second, quorum, "cassandra: 4 cycles failed in a row, for 4s: worker: list instances: Cannot achieve consistency level LOCAL_QUORUM")
+	step(time.Second, quorum, "cassandra: 3 cycles failed in a row, for 3s: list instances: Cannot achieve consistency level LOCAL_QUORUM")
+	step(time.Second, quorum, "cassandra: 4 cycles failed in a row, for 4s: list instances: Cannot achieve consistency level LOCAL_QUORUM")
 	step(time.Second, nil, "")
 	step(time.Second, quorum, "")
 	step(time.Second, nil, "") // one failure alone, then a success: never not ready
