@@ -73,6 +73,9 @@ func newRegion(t *testing.T, ks, dc, contact, service string, applySchema bool) 
 	// One coordinator and two workers a region keep two regions, four Cassandra nodes and the
 	// stubs within 2 cores; a real region runs three voters.
 	o.Coordinators, o.Workers = 1, 2
+	// Slow enough that both regions are mid-drain when dc2 is killed (40 executions a second
+	// per region): region dc2 must have work left to resume.
+	o.Downstream.Latency, o.Downstream.Jitter = 200*time.Millisecond, 50*time.Millisecond
 	o.Keyspace, o.Cassandra = ks, contact
 	o.Replication, o.SkipSchema = regionReplica, !applySchema
 	o.Ring = lease.RingKey{Region: dc, Cluster: "c1", Service: service}
@@ -134,8 +137,10 @@ func TestClusterTwoRegions(t *testing.T) {
 	r1.recordIn("dc1", proc.RecordOptions{Count: count, Prefix: "tx-dc1-"})
 	r2.recordIn("dc2", proc.RecordOptions{Count: count, Prefix: "tx-dc2-"})
 	r1.waitExecutions(count / 4)
+	r2.waitExecutions(count / 4)
 	at := r1.mark("kill nodes 3 and 4: all of dc2")
 	t.Log(clusterScript(t, "cluster-kill", "3", "4"))
+	before2 := len(r2.ds.Executions())
 	r1.waitDrained(drainWait)
 	r1.mark("region dc1 drained with dc2 down")
 
@@ -158,6 +163,10 @@ func TestClusterTwoRegions(t *testing.T) {
 
 	t.Log(clusterScript(t, "cluster-start", "3", "4"))
 	back := r2.mark("dc2 back")
+	during2 := len(r2.ds.Executions())
+	if during2 >= count {
+		t.Fatalf("region dc2 executed %d of its %d steps before dc2 came back (%d before the kill): nothing was left to resume", during2, count, before2)
+	}
 	// Region dc2's workers lost Cassandra from the kill until dc2 answered again: an execution
 	// answered done whose COMMITTED could not be written runs again.
 	r2.addFault(fault{kind: storeOutage, at: at, until: back.Add(15 * time.Second)})
@@ -167,7 +176,8 @@ func TestClusterTwoRegions(t *testing.T) {
 		}))
 	}
 	r2.waitDrained(drainWait)
-	r2.mark("region dc2 drained after dc2 came back")
+	r2.mark("region dc2 drained after dc2 came back: %d executions by the kill, %d more while dc2 was down, %d after",
+		before2, during2-before2, len(r2.ds.Executions())-during2)
 
 	// The same steps recorded into region dc2: dc2's replicas of their markers never saw the
 	// COMMITTED written in dc1, so region dc2 runs each once more.
