@@ -32,8 +32,12 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// PageSize is the number of rows per page of every paged read. Default 1000.
 	PageSize int
-	// LocalDC, when set, keeps queries inside that datacenter (DCAwareRoundRobinPolicy);
-	// otherwise hosts are used round robin. Both are wrapped in TokenAwareHostPolicy.
+	// LocalDC, when set, keeps queries inside that datacenter: the driver connects to its nodes
+	// only (gocql.DataCentreHostFilter) and spreads over them (DCAwareRoundRobinPolicy, which
+	// alone would fall back to other datacenters' nodes once the local ones are down, and then
+	// LOCAL_QUORUM would be the other datacenter's quorum: reads of markers its COMMITTED may
+	// not have reached yet). Otherwise hosts are used round robin. Both are wrapped in
+	// TokenAwareHostPolicy.
 	LocalDC string
 	// NumConns is the number of connections per host. Default 2.
 	NumConns int
@@ -200,6 +204,7 @@ func (c Config) ClusterConfig() (*gocql.ClusterConfig, error) {
 	fallback := gocql.RoundRobinHostPolicy()
 	if c.LocalDC != "" {
 		fallback = gocql.DCAwareRoundRobinPolicy(c.LocalDC)
+		cc.HostFilter = gocql.DataCentreHostFilter(c.LocalDC)
 	}
 	cc.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback)
 	// No cluster-wide retry policy: the Store retries the statements it marks idempotent and

@@ -25,8 +25,13 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cc.Consistency != gocql.LocalQuorum || cc.SerialConsistency != gocql.LocalSerial || cc.PageSize != 1000 ||
-		cc.RetryPolicy != nil || cc.ProtoVersion != 4 {
+		cc.RetryPolicy != nil || cc.ProtoVersion != 4 || cc.HostFilter == nil {
 		t.Fatalf("cluster config: %+v", cc)
+	}
+	// Without a local datacenter every node is used; with one, only its nodes (the filter
+	// itself is gocql's, proven on two datacenters by e2e TestClusterTwoRegions).
+	if cc, err := (Config{}).ClusterConfig(); err != nil || cc.HostFilter != nil {
+		t.Fatalf("cluster config without a local datacenter: %v, host filter %v", err, cc.HostFilter)
 	}
 }
 

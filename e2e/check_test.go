@@ -40,14 +40,16 @@ func (d directory) String() string {
 		d.tier5, d.tier4, d.tier3, d.windows, d.passedWindows, d.days, d.passedDays)
 }
 
-// countRows counts up to rowCap rows of a table (the keyspace holds one ring); column must be a
-// text column.
+// countRows counts up to rowCap rows of a table that belong to the scenario's region (two
+// regions may share a keyspace: TestClusterTwoRegions); column must be a text column.
 func (s *scenario) countRows(table, column string) (int, error) {
-	it := s.db().Query(fmt.Sprintf("SELECT %s FROM %s LIMIT %d", column, table, rowCap)).PageSize(1000).Iter()
+	it := s.db().Query(fmt.Sprintf("SELECT region, %s FROM %s LIMIT %d", column, table, rowCap)).PageSize(1000).Iter()
 	n := 0
-	var v string
-	for it.Scan(&v) {
-		n++
+	var region, v string
+	for it.Scan(&region, &v) {
+		if region == s.c.Options().Ring.Region {
+			n++
+		}
 	}
 	return n, it.Close()
 }
@@ -67,10 +69,15 @@ func (s *scenario) readDirectory() (directory, error) {
 	}
 	L := s.c.Options().WindowMinutes
 	now := time.Now()
-	it := s.db().Query("SELECT date_of_year, minute_of_day FROM es_retry_windows_by_day").Iter()
+	region := s.c.Options().Ring.Region
+	it := s.db().Query("SELECT region, date_of_year, minute_of_day FROM es_retry_windows_by_day").Iter()
 	var day time.Time
 	var minute int
-	for it.Scan(&day, &minute) {
+	var r string
+	for it.Scan(&r, &day, &minute) {
+		if r != region {
+			continue
+		}
 		d.windows++
 		w, werr := window.New(window.DateOf(day), minute, L)
 		if werr != nil {
@@ -84,8 +91,11 @@ func (s *scenario) readDirectory() (directory, error) {
 	if err := it.Close(); err != nil {
 		return d, err
 	}
-	it = s.db().Query("SELECT date_of_year FROM es_days_by_year").Iter()
-	for it.Scan(&day) {
+	it = s.db().Query("SELECT region, date_of_year FROM es_days_by_year").Iter()
+	for it.Scan(&r, &day) {
+		if r != region {
+			continue
+		}
 		d.days++
 		if dd := window.DateOf(day); window.DeletableDay(dd, now, maxClockOffset) {
 			d.passedDays = append(d.passedDays, dd.String())

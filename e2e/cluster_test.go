@@ -190,8 +190,9 @@ func logLongestPause(t *testing.T, es []downstream.Execution) {
 // LOCAL_QUORUM can succeed: the workers stay up, `record` fails with a clear error and says that
 // nothing was recorded, nothing already recorded is lost, and the drain resumes and finishes once
 // one node is back. Then the third node is started again, leaving the cluster as it found it.
-// It logs what the workers' /readyz said during the outage and how often each logged a failed
-// cycle (its retry pace against Cassandra).
+// Meanwhile every worker's /readyz says not ready, with the failed cycles and Cassandra's "Cannot
+// achieve consistency level LOCAL_QUORUM", and ready again once node 2 is back. It logs how often
+// each worker logged a failed cycle (its retry pace against Cassandra).
 func TestClusterTwoNodesDown(t *testing.T) {
 	contact := requireCluster(t)
 	n := clusterNodes(t)
@@ -221,11 +222,17 @@ func TestClusterTwoNodesDown(t *testing.T) {
 		t.Errorf("record with two of three nodes down: %v\n%s\nwant every write failed, with the first error", err, b.Output)
 	}
 	t.Logf("record with two nodes down said: %s", b.Output)
+	// The session's check (system.local at ONE) passes on node 1; the cycles at LOCAL_QUORUM
+	// fail, and readiness follows them (docs/operations.md, "Workers and their dependencies").
 	for _, w := range s.c.Workers() {
 		if !w.Running() {
 			t.Errorf("worker %s exited with two of three Cassandra nodes down", w.ID)
 		}
-		t.Logf("%s /readyz with two nodes down: %s", w.ID, readyz(w))
+		got := waitReadyz(t, w, 3*time.Minute, func(r string) bool {
+			return strings.HasPrefix(r, "503 ") && strings.Contains(r, `"reason":"cassandra: `) &&
+				strings.Contains(r, " cycles failed in a row, for ") && strings.Contains(r, "Cannot achieve consistency level LOCAL_QUORUM")
+		})
+		t.Logf("%s /readyz with two nodes down: %s", w.ID, got)
 	}
 	down := time.Since(at)
 	failedDuring := cycleFailures(t, s.c.Workers())
@@ -237,6 +244,11 @@ func TestClusterTwoNodesDown(t *testing.T) {
 	back := s.mark("node 2 back")
 	s.addFault(fault{kind: storeOutage, at: at, until: back.Add(15 * time.Second)})
 	s.reconnect()
+	for _, w := range s.c.Workers() {
+		t.Logf("%s /readyz with node 2 back: %s", w.ID, waitReadyz(t, w, 3*time.Minute, func(r string) bool {
+			return strings.HasPrefix(r, "200 ")
+		}))
+	}
 	s.waitDrained(drainWait)
 	s.mark("drained with node 3 down")
 	logLongestPause(t, s.ds.Executions())
@@ -256,6 +268,23 @@ func cycleFailures(t *testing.T, ws []*proc.Worker) map[string]int {
 		out[w.ID] = strings.Count(string(b), `"message":"cycle failed"`)
 	}
 	return out
+}
+
+// waitReadyz asks the worker's /readyz every second until its answer ("STATUS BODY") satisfies
+// want, and returns it; after limit it fails the test with the last answer.
+func waitReadyz(t *testing.T, w *proc.Worker, limit time.Duration, want func(string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		got := readyz(w)
+		if want(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s /readyz still %s after %v", w.ID, got, limit)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // readyz is a worker's /readyz answer: status and body.

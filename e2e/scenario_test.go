@@ -61,6 +61,8 @@ type scenario struct {
 	uncertain []proc.Batch
 	faults    []fault
 	quiet     []quietCheck
+	// dbConfig, when set, adjusts the checks' session (a region's datacenter and consistency).
+	dbConfig func(*gocql.ClusterConfig)
 }
 
 // newScenario starts a cluster for t in a keyspace of its own, with a service name chosen so that
@@ -163,6 +165,9 @@ func (s *scenario) db() *gocql.Session {
 		cfg := cassandratest.Cluster()
 		cfg.Keyspace = s.ks
 		cfg.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 60, Interval: time.Second}
+		if s.dbConfig != nil {
+			s.dbConfig(cfg)
+		}
 		sess, err := cfg.CreateSession()
 		if err != nil {
 			s.t.Fatalf("session on %s: %v", s.ks, err)

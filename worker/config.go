@@ -138,6 +138,12 @@ type Config struct {
 	// ring.report carries its figures. Giving the ranges back is the lease client's part (the
 	// worker command leaves the ring and rejoins). Nil: unchecked.
 	ClockCheck ClockCheck
+	// CycleEnded, when set, is told how each cycle Run starts ended: nil when it ran to its end,
+	// its error when it failed (a query at the configured consistency, most often). Cycles the
+	// guard stopped, and those a stop ended, are not told: they say nothing of Cassandra. The
+	// worker command's /readyz follows it: connecting to one node is not enough when every
+	// LOCAL_QUORUM query fails. Nil: not told.
+	CycleEnded func(err error)
 	// Logger receives the worker's logs. The zero value logs nothing. The scanner adds component
 	// and worker_id to every line, so a logger given here carries neither.
 	Logger zerolog.Logger

@@ -39,14 +39,23 @@ func (s *Scanner) cycleOnce(ctx context.Context) bool {
 	case ctx.Err() != nil:
 		return false // a stop, not a failure: the work it left is kept
 	case err == nil:
+		s.cycleEnded(nil)
 		return res.Progress()
 	case lease.IsGuardError(err):
 		s.log.Debug().Err(err).Msg("cycle stopped by the guard")
 	case errors.Is(err, ErrStopped):
 	default:
 		s.log.Warn().Err(err).Msg("cycle failed")
+		s.cycleEnded(err)
 	}
 	return false
+}
+
+// cycleEnded tells Config.CycleEnded, if set, how a cycle ended.
+func (s *Scanner) cycleEnded(err error) {
+	if s.cfg.CycleEnded != nil {
+		s.cfg.CycleEnded(err)
+	}
 }
 
 // clockTrusted reports whether the worker may work on its clock now.

@@ -41,7 +41,7 @@ func (c *cassandraFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.keyspace, "keyspace", "retryring", "keyspace of the retry directory")
 	fs.StringVar(&c.consistency, "consistency", "LOCAL_QUORUM", "consistency level of reads and writes")
 	fs.BoolVar(&c.allowWeak, "allow-weak-consistency", false, "accept a --consistency below a quorum (ONE, LOCAL_ONE, ANY, TWO, THREE): a worker taking over a range can then miss a COMMITTED marker and run a step twice")
-	fs.StringVar(&c.localDC, "local-dc", "", "keep queries inside this datacenter (token-aware, DC-aware routing)")
+	fs.StringVar(&c.localDC, "local-dc", "", "keep queries inside this datacenter: connect to its nodes only (give contact points of it), DC-aware and token-aware routing; never another datacenter's nodes, even when this one is down")
 	fs.DurationVar(&c.timeout, "cassandra-timeout", 2*time.Second, "timeout of one Cassandra request")
 	fs.StringVar(&c.ca, "cassandra-ca", "", "PEM CA that signed the Cassandra nodes' certificates; turns TLS on (host verification always on)")
 	fs.StringVar(&c.cert, "cassandra-cert", "", "PEM client certificate for nodes that require one (with --cassandra-key); turns TLS on")

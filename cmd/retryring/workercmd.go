@@ -68,7 +68,9 @@ It starts without Cassandra: /healthz answers at once, /readyz is 503 with the r
 waits (Cassandra unreachable, its login or TLS refused, the schema missing or too old) and retries
 every 0.5 s doubling to 30 s, with jitter; meanwhile it asks the coordinators whether they admit
 its token and certificate, without joining its ring. Running, it gives its ranges back when
-Cassandra has been unreachable for --cassandra-lost-after, and rejoins when it is back.
+Cassandra has been unreachable for --cassandra-lost-after, and rejoins when it is back; it is
+not ready (and keeps its ranges) after 3 failed cycles in a row or 15 s of failed cycles, as when
+a node answers but the consistency level cannot be met, and ready after a cycle that succeeds.
 On SIGTERM or SIGINT it stops taking work, lets in-flight executions finish within their timeout
 (a partial bucket stays in Cassandra), leaves the ring and exits.`,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -174,11 +176,13 @@ func runWorker(ctx context.Context, o workerOptions) error {
 		return err
 	}
 	s.cfg.ClockCheck = monitor
+	cycles := newCycleHealth(time.Now, s.log)
+	s.cfg.CycleEnded = cycles.ended
 	if scanner, err = worker.New(s.cfg, store, s.guard, exec); err != nil {
 		return err
 	}
 	reg.MustRegister(worker.NewMetrics(scanner), clockcheck.NewMetrics(monitor, "worker"))
-	ready.running(scanner.LeaseFit, monitor.Status)
+	ready.running(scanner.LeaseFit, monitor.Status, cycles.reason)
 	watcher := &cassandraWatcher{
 		watch: cassandraWatch{lostAfter: o.cassandraLostAfter}, ping: pingSession(session), ready: ready, stats: deps,
 		log: s.log, members: members, now: time.Now,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/clockcheck"
 	"github.com/retryring/retryring/lease"
@@ -64,7 +66,9 @@ func TestWorkerEndpoints(t *testing.T) {
 		t.Errorf("readyz waiting for Cassandra, refused: %d %v", code, b)
 	}
 	ready.setCassandra("")
-	ready.running(func() string { return fit }, trustedClock)
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	cycles := newCycleHealth(func() time.Time { return now }, zerolog.Nop())
+	ready.running(func() string { return fit }, trustedClock, cycles.reason)
 	if code, b := get("/readyz"); code != 503 || b["reason"] != refused {
 		t.Errorf("readyz refused by the coordinators: %d %v", code, b)
 	}
@@ -91,6 +95,16 @@ func TestWorkerEndpoints(t *testing.T) {
 	}
 	ready.setCassandra("")
 	fit = ""
+	// The session answers, but every cycle fails at the configured consistency.
+	quorum := errors.New("worker: list days: Cannot achieve consistency level LOCAL_QUORUM")
+	for range notReadyAfterFailedCycles {
+		cycles.ended(quorum)
+	}
+	failing := "cassandra: 3 cycles failed in a row, for 0s: worker: list days: Cannot achieve consistency level LOCAL_QUORUM"
+	if code, b := get("/readyz"); code != 503 || b["reason"] != failing || b["cassandra"] != failing {
+		t.Errorf("readyz with a lease and failing cycles: %d %v", code, b)
+	}
+	cycles.ended(nil)
 	code, b := get("/readyz")
 	if code != 200 || b["ready"] != true || b["epoch"] != float64(9) || b["node_index"] != float64(1) || b["worker_id"] != "w7" {
 		t.Errorf("readyz with a lease: %d %v", code, b)

@@ -25,9 +25,11 @@ type readiness struct {
 	cassandra string
 	// coordinator says how a coordinator refused this worker's credentials; "" when none did.
 	coordinator string
-	// leaseFit and clock exist once the worker runs (after Cassandra); nil before.
+	// leaseFit, clock and cycles exist once the worker runs (after Cassandra); nil before.
 	leaseFit func() string
 	clock    func() clockcheck.Status
+	// cycles says why the cycles keep failing though the session answers (cycleHealth).
+	cycles func() string
 }
 
 func (r *readiness) setCassandra(reason string) {
@@ -43,17 +45,22 @@ func (r *readiness) setCoordinator(reason string) {
 }
 
 // running records the parts that exist once Cassandra is up.
-func (r *readiness) running(leaseFit func() string, clock func() clockcheck.Status) {
+func (r *readiness) running(leaseFit func() string, clock func() clockcheck.Status, cycles func() string) {
 	r.mu.Lock()
-	r.leaseFit, r.clock = leaseFit, clock
+	r.leaseFit, r.clock, r.cycles = leaseFit, clock, cycles
 	r.mu.Unlock()
 }
 
-// snapshot returns the reasons and the running parts.
+// snapshot returns the reasons and the running parts. Cassandra's reason is the session's
+// (unreachable, refused, an old schema) or else the failing cycles'.
 func (r *readiness) snapshot() (cass, coord string, leaseFit func() string, clock func() clockcheck.Status) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cassandra, r.coordinator, r.leaseFit, r.clock
+	cass, coord, leaseFit, clock, cycles := r.cassandra, r.coordinator, r.leaseFit, r.clock, r.cycles
+	r.mu.Unlock()
+	if cass == "" && cycles != nil {
+		cass = cycles()
+	}
+	return cass, coord, leaseFit, clock
 }
 
 // cassandraReason says in one line why Cassandra cannot be used: unreachable, a login or TLS
