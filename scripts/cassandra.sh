@@ -166,6 +166,15 @@ pid_of() {
 
 running() { pid_of >/dev/null; }
 
+# pid_alive: the process of the pid file exists, whatever its command line. Right after start its
+# command line may still be the shell's that forked it (the exec of java has not happened yet on a
+# busy machine): wait_ready must not take that for a JVM that died (a cluster start once failed so,
+# while the node went on to start).
+pid_alive() {
+  local pid; pid="$(cat "$PID_FILE" 2>/dev/null || true)"
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+}
+
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 cqlping_bin() {
@@ -229,7 +238,7 @@ wait_ready() {
   local t0="$1" deadline v
   deadline=$(( $(date +%s) + START_TIMEOUT ))
   while :; do
-    if ! running; then
+    if ! running && ! pid_alive; then
       show_failure_context
       die "Cassandra exited during start (see $LOG_DIR)"
     fi
