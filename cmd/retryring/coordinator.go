@@ -77,7 +77,7 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 	fs.DurationVar(&cfg.Timing.Renewal, "lease-renewal", lease.DefaultRenewal, "how often leases are renewed")
 	fs.Float64Var(&cfg.Timing.Drift, "lease-drift", lease.DefaultDrift, "bound on the relative clock rate error (ρ)")
 	fs.DurationVar(&cfg.Timing.Margin, "lease-margin", lease.DefaultMargin, "margin added to every coordinator-side lease expiry")
-	fs.DurationVar(&cfg.SilenceTimeout, "silence-timeout", 750*time.Millisecond, "a worker silent this long is down")
+	fs.DurationVar(&cfg.SilenceTimeout, "silence-timeout", coordinator.DefaultSilenceTimeout, "a worker silent this long is down (keep it above two KEEPALIVE periods: docs/protocol.md section 3)")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "raft-heartbeat-timeout", 500*time.Millisecond, "Raft heartbeat timeout")
 	fs.DurationVar(&cfg.ElectionTimeout, "raft-election-timeout", 500*time.Millisecond, "Raft election timeout")
 	fs.DurationVar(&cfg.LeaderLeaseTimeout, "raft-leader-lease-timeout", 250*time.Millisecond, "Raft leader lease timeout; also how long after a committed barrier (its proof of leadership) the leader may send leases")
