@@ -22,13 +22,7 @@ func TestCordonedWorkerStaysConnectedWithNoRanges(t *testing.T) {
 	leader := c.leader()
 	follower := c.followers(leader)[0]
 	addrs := c.rsocketAddrs()
-	a := newTestWorker(t, "a", addrs...).start()
-	eventually(t, 10*time.Second, "a holds the ring", func() bool { return a.holds(lease.Ranges{lease.FullRing}, 0, 1) })
-	b := newTestWorker(t, "b", addrs...).start()
-	split := lease.Split(2)
-	eventually(t, 10*time.Second, "a and b split the ring", func() bool {
-		return a.holds(lease.Ranges{split[0]}, 0, 2) && b.holds(lease.Ranges{split[1]}, 1, 2)
-	})
+	a, b := startSplitPair(t, addrs)
 
 	streamErr := a.lastStreamErr() // a first stream may have ended on a follower's not_leader
 	var got CordonAnswer

@@ -19,13 +19,7 @@ func TestKilledLeaderIsReplacedWithoutChangingEpochs(t *testing.T) {
 	c := newCluster(t, 3, func(_ int, cfg *Config) { cfg.Timing = timing })
 	leader := c.leader()
 	addrs := c.rsocketAddrs()
-	a := newTestWorker(t, "a", addrs...).start()
-	eventually(t, 10*time.Second, "a holds the ring", func() bool { return a.holds(lease.Ranges{lease.FullRing}, 0, 1) })
-	b := newTestWorker(t, "b", addrs...).start()
-	split := lease.Split(2)
-	eventually(t, 10*time.Second, "a and b split the ring", func() bool {
-		return a.holds(lease.Ranges{split[0]}, 0, 2) && b.holds(lease.Ranges{split[1]}, 1, 2)
-	})
+	a, b := startSplitPair(t, addrs)
 	beforeA, _ := a.latest()
 	beforeB, _ := b.latest()
 

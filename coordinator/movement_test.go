@@ -43,13 +43,7 @@ func TestMinimalMovementThroughTheAdminAPI(t *testing.T) {
 	leader := c.leader()
 	follower := c.followers(leader)[0]
 	addrs := c.rsocketAddrs()
-	a := newTestWorker(t, "a", addrs...).start()
-	eventually(t, 10*time.Second, "a holds the ring", func() bool { return a.holds(lease.Ranges{lease.FullRing}, 0, 1) })
-	b := newTestWorker(t, "b", addrs...).start()
-	split := lease.Split(2)
-	eventually(t, 10*time.Second, "a and b split the ring", func() bool {
-		return a.holds(lease.Ranges{split[0]}, 0, 2) && b.holds(lease.Ranges{split[1]}, 1, 2)
-	})
+	a, b := startSplitPair(t, addrs)
 	ga, _ := a.latest()
 	gb, _ := b.latest()
 

@@ -423,3 +423,17 @@ func checkExclusive(t testing.TB, workers ...*testWorker) {
 func leasesPayload(workerID string) payload.Payload {
 	return payload.New([]byte(`{"worker_id":"`+workerID+`"}`), composite(lease.RouteLeases))
 }
+
+// startSplitPair starts workers a and b against addrs, a first, and waits until a holds the first
+// half of the ring as Node-0 and b the second.
+func startSplitPair(t *testing.T, addrs []string) (a, b *testWorker) {
+	t.Helper()
+	a = newTestWorker(t, "a", addrs...).start()
+	eventually(t, 10*time.Second, "a holds the ring", func() bool { return a.holds(lease.Ranges{lease.FullRing}, 0, 1) })
+	b = newTestWorker(t, "b", addrs...).start()
+	split := lease.Split(2)
+	eventually(t, 10*time.Second, "a and b split the ring", func() bool {
+		return a.holds(lease.Ranges{split[0]}, 0, 2) && b.holds(lease.Ranges{split[1]}, 1, 2)
+	})
+	return a, b
+}
