@@ -169,7 +169,7 @@ func decideRing(now time.Time, tt termTimes, ringID string, r *fsm.Ring, conns m
 
 // decideHandOns is the return delay of a minimal-mode ring (fsm.HandOn): a slot reserved for a
 // worker id that may come back is handed on once this term has seen it reserved for the ring's
-// ReturnDelay. The state keeps no time, and this leader does not know when an earlier one saw the
+// ReturnDelay (a replicated parameter of the setting). The state keeps no time, and this leader does not know when an earlier one saw the
 // reservation begin: seen is when this term first saw it, so a failover lengthens a pending delay
 // by at most one delay, and never shortens it. A ring with no eligible member hands nothing on
 // (nobody could take it), but its delays run. It returns when the next hand-on not yet due becomes due.
@@ -197,21 +197,18 @@ func decideHandOns(now time.Time, r *fsm.Ring, seen func(fsm.Slot) time.Time) ([
 	return out, wake
 }
 
-// evenOutIdle is how long a minimal-mode ring must stay settled (no membership change, nothing
-// reserved, no step in flight) before the leader commits an even-out step, and so the spacing of
-// the steps: with lease/minimal's StepMoves of 8, at most about 8 ranges move per 10 s, 48 a
-// minute (a step that must cross more members, N−1, moves more, once). Ten seconds is one default
-// lease TTL: a ring that saw a change in that time is not idle.
-const evenOutIdle = 10 * time.Second
-
 // decideEvenOut is the idle even-out of a minimal-mode ring (fsm.EvenOut): once this term has seen
-// the ring settled at its generation and step for evenOutIdle, and its target is not even yet, it
-// proposes the next step. seen is when this term first saw the ring so, as for decideHandOns.
+// the ring settled (no membership change, nothing reserved, no step in flight) at its generation
+// and step for the setting's idle time, and its target is not even yet, it proposes the next
+// step. The idle time is also the steps' spacing: StepMoves moves per idle time is the even-out's
+// churn budget (a step that must cross more members, N−1, moves more, once), replicated with the
+// setting so that every leader spends the same. seen is when this term first saw the ring so, as
+// for decideHandOns.
 func decideEvenOut(now time.Time, r *fsm.Ring, seen func() time.Time) (*fsm.EvenOut, time.Time) {
 	if r.Movement == nil || !r.Settled() || len(r.Reservations()) > 0 || r.EvenedOut() {
 		return nil, time.Time{}
 	}
-	if due := seen().Add(evenOutIdle); now.Before(due) {
+	if due := seen().Add(r.Movement.Config().Idle); now.Before(due) {
 		return nil, due
 	}
 	return &fsm.EvenOut{Ring: r.Key, Generation: r.Generation, Step: r.Movement.EvenOutSteps}, time.Time{}

@@ -48,6 +48,18 @@ func TestDecideHandOnsWaitsTheReturnDelay(t *testing.T) {
 	if got, _ := decideHandOns(at, twoMembers(t).Ring(testRing), seenAt(at)); len(got) != 0 {
 		t.Fatalf("a contiguous ring: %+v", got)
 	}
+
+	// The delay is the setting's, when it is not the default.
+	s = twoMembers(t)
+	apply(t, s, &fsm.SetMovement{Ring: testRing, Mode: fsm.ModeMinimal, ReturnDelayMs: 45_000},
+		&fsm.Down{Ring: testRing, WorkerID: "b", Incarnation: "b-1"})
+	clear(firstSeen)
+	if got, wake := decideHandOns(t0, s.Ring(testRing), seenAt(t0)); len(got) != 0 || !wake.Equal(t0.Add(45*time.Second)) {
+		t.Fatalf("a 45 s return delay: %+v, wake %v; want nothing until %v", got, wake, t0.Add(45*time.Second))
+	}
+	if got, _ := decideHandOns(t0.Add(minimal.DefaultReturnDelay), s.Ring(testRing), seenAt(t0)); len(got) != 0 {
+		t.Fatalf("a 45 s return delay handed on after the default's 10 s: %+v", got)
+	}
 }
 
 // settleAll releases every active member's epoch, expires every pending hold and plans, until
@@ -74,11 +86,13 @@ func settleAll(t *testing.T, s *fsm.State) {
 }
 
 // TestDecideEvenOutWaitsForAnIdleRing: a settled minimal-mode ring whose shares are not even gets
-// an even-out step once the leader has seen it settled for evenOutIdle (it wakes then), decided
-// on its generation and step; a ring with a change in flight, or already even, gets none.
+// an even-out step once the leader has seen it settled for the setting's idle time (it wakes
+// then; 30 s here, not the default), decided on its generation and step; a ring with a change in
+// flight, or already even, gets none.
 func TestDecideEvenOutWaitsForAnIdleRing(t *testing.T) {
 	s := fsm.NewState()
-	apply(t, s, &fsm.SetMovement{Ring: testRing, Mode: fsm.ModeMinimal})
+	const evenOutIdle = 30 * time.Second
+	apply(t, s, &fsm.SetMovement{Ring: testRing, Mode: fsm.ModeMinimal, IdleMs: evenOutIdle.Milliseconds()})
 	for _, w := range []string{"a", "b", "c"} {
 		apply(t, s, join(w))
 		settleAll(t, s)

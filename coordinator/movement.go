@@ -16,12 +16,17 @@ const ActionMovement = "movement"
 
 // MovementRequest sets the ring's movement mode: "contiguous" (the default: the equal split in
 // join order) or "minimal" (docs/architecture.md, "The minimal movement mode"), with its
-// tolerance (0 to 0.5, default 0.1) and its most ranges per member (default 16); the two are
-// refused with "contiguous".
+// tolerance (0 to 0.5, default 0.1), its most ranges per member (default 16), its return delay
+// (1 s to 10 min, default 10 s), its idle time before an even-out step (1 s to 1 h, default 10 s)
+// and the most moves of one step (1 to 1024, default 8); all are refused with "contiguous".
+// A parameter left out takes its default.
 type MovementRequest struct {
-	Mode      string   `json:"mode"`
-	Tolerance *float64 `json:"tolerance,omitempty"`
-	MaxRanges *int     `json:"max_ranges,omitempty"`
+	Mode          string   `json:"mode"`
+	Tolerance     *float64 `json:"tolerance,omitempty"`
+	MaxRanges     *int     `json:"max_ranges,omitempty"`
+	ReturnDelayMs *int64   `json:"return_delay_ms,omitempty"`
+	IdleMs        *int64   `json:"idle_ms,omitempty"`
+	StepMoves     *int     `json:"step_moves,omitempty"`
 }
 
 // MovementView is a ring's movement mode as committed.
@@ -31,6 +36,12 @@ type MovementView struct {
 	// contiguous mode.
 	Tolerance float64 `json:"tolerance,omitempty"`
 	MaxRanges int     `json:"max_ranges,omitempty"`
+	// ReturnDelayMs, IdleMs and StepMoves are its timing, defaults filled in; 0 in the
+	// contiguous mode: a leaver's ranges wait ReturnDelayMs for its return, and an even-out step
+	// of at most StepMoves moves follows IdleMs of a settled ring.
+	ReturnDelayMs int64 `json:"return_delay_ms,omitempty"`
+	IdleMs        int64 `json:"idle_ms,omitempty"`
+	StepMoves     int   `json:"step_moves,omitempty"`
 	// Reserved are the worker ids whose ranges wait for a new incarnation of the id, until the
 	// leader hands them on (the minimal mode's return delay).
 	Reserved []string `json:"reserved,omitempty"`
@@ -51,7 +62,9 @@ func movementView(r *fsm.Ring) MovementView {
 	if r == nil || r.Movement == nil {
 		return v
 	}
-	v.Tolerance, v.MaxRanges, v.SinceMs = r.Movement.Tolerance, r.Movement.MaxRanges, r.Movement.SinceMs
+	cfg := r.Movement.Config()
+	v.Tolerance, v.MaxRanges, v.SinceMs = cfg.Tolerance, cfg.MaxRanges, r.Movement.SinceMs
+	v.ReturnDelayMs, v.IdleMs, v.StepMoves = cfg.ReturnDelay.Milliseconds(), cfg.Idle.Milliseconds(), cfg.StepMoves
 	for _, s := range r.Reservations() {
 		v.Reserved = append(v.Reserved, s.WorkerID)
 	}
@@ -69,8 +82,8 @@ func movementCommand(ring lease.RingKey, body []byte, atMs int64) (*fsm.SetMovem
 	case req.Mode != fsm.ModeMinimal && req.Mode != fsm.ModeContiguous:
 		return nil, fmt.Errorf(`%w: mode %q: send {"mode": "minimal"} (with "tolerance" and "max_ranges" if not the defaults) or {"mode": "contiguous"}`,
 			lease.ErrBadRequest, req.Mode)
-	case req.Mode == fsm.ModeContiguous && (req.Tolerance != nil || req.MaxRanges != nil):
-		return nil, fmt.Errorf("%w: tolerance and max_ranges are parameters of the minimal mode; the contiguous mode takes none", lease.ErrBadRequest)
+	case req.Mode == fsm.ModeContiguous && (req.Tolerance != nil || req.MaxRanges != nil || req.ReturnDelayMs != nil || req.IdleMs != nil || req.StepMoves != nil):
+		return nil, fmt.Errorf("%w: tolerance, max_ranges, return_delay_ms, idle_ms and step_moves are parameters of the minimal mode; the contiguous mode takes none", lease.ErrBadRequest)
 	}
 	if req.Tolerance != nil {
 		if !(*req.Tolerance > 0) {
@@ -83,6 +96,25 @@ func movementCommand(ring lease.RingKey, body []byte, atMs int64) (*fsm.SetMovem
 			return nil, fmt.Errorf("%w: max_ranges must be at least 1, got %d", lease.ErrBadRequest, *req.MaxRanges)
 		}
 		c.MaxRanges = *req.MaxRanges
+	}
+	// 0 would mean the default in the command: a 0 sent here is out of bounds, not a default.
+	if req.ReturnDelayMs != nil {
+		if *req.ReturnDelayMs == 0 {
+			return nil, fmt.Errorf("%w: return_delay_ms must be from %d to %d, got 0", lease.ErrBadRequest, fsm.MinReturnDelay.Milliseconds(), fsm.MaxReturnDelay.Milliseconds())
+		}
+		c.ReturnDelayMs = *req.ReturnDelayMs
+	}
+	if req.IdleMs != nil {
+		if *req.IdleMs == 0 {
+			return nil, fmt.Errorf("%w: idle_ms must be from %d to %d, got 0", lease.ErrBadRequest, fsm.MinIdle.Milliseconds(), fsm.MaxIdle.Milliseconds())
+		}
+		c.IdleMs = *req.IdleMs
+	}
+	if req.StepMoves != nil {
+		if *req.StepMoves < 1 {
+			return nil, fmt.Errorf("%w: step_moves must be from 1 to %d, got %d", lease.ErrBadRequest, fsm.MaxStepMoves, *req.StepMoves)
+		}
+		c.StepMoves = *req.StepMoves
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", lease.ErrBadRequest, err)

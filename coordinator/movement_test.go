@@ -130,7 +130,7 @@ func TestMovementRefusesBadInput(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{`{}`, `"error":"bad_request","message":"mode \"\": send {\"mode\": \"minimal\"} (with \"tolerance\" and \"max_ranges\" if not the defaults) or {\"mode\": \"contiguous\"}`},
 		{`{"mode":"even"}`, `mode \"even\": send`},
-		{`{"mode":"contiguous","tolerance":0.1}`, "tolerance and max_ranges are parameters of the minimal mode; the contiguous mode takes none"},
+		{`{"mode":"contiguous","tolerance":0.1}`, "tolerance, max_ranges, return_delay_ms, idle_ms and step_moves are parameters of the minimal mode; the contiguous mode takes none"},
 		{`{"mode":"minimal","tolerance":0}`, "tolerance must be above 0 (at most 0.5), got 0"},
 		{`{"mode":"minimal","tolerance":0.9}`, "tolerance 0.9 is not in (0, 0.5]"},
 		{`{"mode":"minimal","max_ranges":0}`, "max_ranges must be at least 1, got 0"},

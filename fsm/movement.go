@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/lease/minimal"
@@ -19,8 +20,10 @@ const (
 
 // SetMovement sets a ring's movement mode (FSM version 6). It is a replicated setting of the ring,
 // not a flag of each coordinator: two leaders planning with different modes would undo each
-// other's plans. Tolerance and MaxRanges are the parameters of ModeMinimal (lease/minimal.Config;
-// 0 means its default) and must be 0 with ModeContiguous. The ring need not exist yet: an
+// other's plans, and two leaders waiting different return delays or spending different churn
+// budgets would make a failover change the ring's pace. Tolerance, MaxRanges, ReturnDelayMs,
+// IdleMs and StepMoves are the parameters of ModeMinimal (lease/minimal.Config; 0 means its
+// default) and must be 0 with ModeContiguous. The ring need not exist yet: an
 // operator may choose the mode before the first worker joins. AtMs is the proposing leader's wall
 // clock, for people (Movement.SinceMs).
 //
@@ -32,8 +35,27 @@ type SetMovement struct {
 	Mode      string        `json:"mode"`
 	Tolerance float64       `json:"tolerance,omitempty"`
 	MaxRanges int           `json:"max_ranges,omitempty"`
-	AtMs      int64         `json:"at_ms"`
+	// ReturnDelayMs is how long a worker id that left keeps its ranges for a new incarnation.
+	ReturnDelayMs int64 `json:"return_delay_ms,omitempty"`
+	// IdleMs is how long the ring stays settled before an even-out step; StepMoves is the most
+	// moves of one step: StepMoves per IdleMs is the even-out's churn budget.
+	IdleMs    int64 `json:"idle_ms,omitempty"`
+	StepMoves int   `json:"step_moves,omitempty"`
+	AtMs      int64 `json:"at_ms"`
 }
+
+// Bounds of the minimal mode's timing parameters (SetMovement.Validate). A return delay shorter
+// than a second would hand a restarting worker's ranges on before it can be back; one longer than
+// ten minutes leaves a crashed worker's ranges undrained that long (their windows wait). An idle
+// time under a second would run the even-out as fast as the leader can commit; one over an
+// hour would leave the ring uneven after a change for most of a day's windows.
+const (
+	MinReturnDelay = time.Second
+	MaxReturnDelay = 10 * time.Minute
+	MinIdle        = time.Second
+	MaxIdle        = time.Hour
+	MaxStepMoves   = 1024
+)
 
 // Type implements Command.
 func (SetMovement) Type() CommandType { return TypeSetMovement }
@@ -44,9 +66,13 @@ type Movement struct {
 	// plans do not change when a later build changes a default.
 	Tolerance float64 `json:"tolerance"`
 	MaxRanges int     `json:"max_ranges"`
-	// StepMoves is the churn budget of one even-out step (lease/minimal's default, filled in when
-	// the mode was set), so that every leader spends the same.
-	StepMoves int `json:"step_moves"`
+	// StepMoves is the churn budget of one even-out step, IdleMs how long the ring stays settled
+	// before one, and ReturnDelayMs how long a leaver's ranges wait for its return (defaults
+	// filled in when the mode was set), so that every leader spends and waits the same. A
+	// state written before the two times were settings holds 0 for them: the defaults.
+	StepMoves     int   `json:"step_moves"`
+	IdleMs        int64 `json:"idle_ms,omitempty"`
+	ReturnDelayMs int64 `json:"return_delay_ms,omitempty"`
 	// SinceMs is when the setting last changed: the proposing leader's wall clock, Unix ms, for
 	// people only.
 	SinceMs int64 `json:"since_ms,omitempty"`
@@ -60,7 +86,8 @@ type Movement struct {
 
 // Config is the setting as a lease/minimal configuration.
 func (m *Movement) Config() minimal.Config {
-	return minimal.Config{Tolerance: m.Tolerance, MaxRanges: m.MaxRanges, StepMoves: m.StepMoves}.WithDefaults()
+	return minimal.Config{Tolerance: m.Tolerance, MaxRanges: m.MaxRanges, StepMoves: m.StepMoves,
+		ReturnDelay: time.Duration(m.ReturnDelayMs) * time.Millisecond, Idle: time.Duration(m.IdleMs) * time.Millisecond}.WithDefaults()
 }
 
 // Mode is the ring's movement mode: ModeMinimal when it has a Movement, else ModeContiguous.
@@ -92,11 +119,20 @@ func (c SetMovement) Validate() error {
 	}
 	switch c.Mode {
 	case ModeContiguous:
-		if c.Tolerance != 0 || c.MaxRanges != 0 {
-			return fmt.Errorf("%w: tolerance and max ranges are parameters of the %s mode only", ErrMalformed, ModeMinimal)
+		if c.Tolerance != 0 || c.MaxRanges != 0 || c.ReturnDelayMs != 0 || c.IdleMs != 0 || c.StepMoves != 0 {
+			return fmt.Errorf("%w: tolerance, max ranges, return delay, idle and step moves are parameters of the %s mode only", ErrMalformed, ModeMinimal)
 		}
 		return nil
 	case ModeMinimal:
+		delay, idle := time.Duration(c.ReturnDelayMs)*time.Millisecond, time.Duration(c.IdleMs)*time.Millisecond
+		switch {
+		case c.ReturnDelayMs != 0 && (delay < MinReturnDelay || delay > MaxReturnDelay):
+			return fmt.Errorf("%w: return delay %v is not in [%v, %v]", ErrMalformed, delay, MinReturnDelay, MaxReturnDelay)
+		case c.IdleMs != 0 && (idle < MinIdle || idle > MaxIdle):
+			return fmt.Errorf("%w: idle %v is not in [%v, %v]", ErrMalformed, idle, MinIdle, MaxIdle)
+		case c.StepMoves < 0 || c.StepMoves > MaxStepMoves:
+			return fmt.Errorf("%w: step moves %d is not in [1, %d]", ErrMalformed, c.StepMoves, MaxStepMoves)
+		}
 		if err := (minimal.Config{Tolerance: c.Tolerance, MaxRanges: c.MaxRanges}).Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
@@ -123,18 +159,28 @@ func (s *State) applySetMovement(c *SetMovement) error {
 		}
 		return nil
 	}
-	cfg := minimal.Config{Tolerance: c.Tolerance, MaxRanges: c.MaxRanges}.WithDefaults()
+	cfg := minimal.Config{Tolerance: c.Tolerance, MaxRanges: c.MaxRanges, StepMoves: c.StepMoves,
+		ReturnDelay: time.Duration(c.ReturnDelayMs) * time.Millisecond, Idle: time.Duration(c.IdleMs) * time.Millisecond}.WithDefaults()
+	want := Movement{Tolerance: cfg.Tolerance, MaxRanges: cfg.MaxRanges, StepMoves: cfg.StepMoves,
+		ReturnDelayMs: cfg.ReturnDelay.Milliseconds(), IdleMs: cfg.Idle.Milliseconds(), SinceMs: c.AtMs}
 	if r == nil {
 		r = s.ringFor(c.Ring)
 	}
 	switch {
 	case r.Movement == nil:
 		settled := r.Settled()
-		r.Movement = &Movement{Tolerance: cfg.Tolerance, MaxRanges: cfg.MaxRanges, StepMoves: cfg.StepMoves, SinceMs: c.AtMs}
+		r.Movement = &want
 		r.seedTarget(settled)
-	case r.Movement.Tolerance != cfg.Tolerance || r.Movement.MaxRanges != cfg.MaxRanges:
+	case !r.Movement.sameParameters(want):
 		// New parameters keep the target: they bound the changes to come.
-		r.Movement.Tolerance, r.Movement.MaxRanges, r.Movement.SinceMs = cfg.Tolerance, cfg.MaxRanges, c.AtMs
+		want.Target, want.EvenOutSteps = r.Movement.Target, r.Movement.EvenOutSteps
+		*r.Movement = want
 	}
 	return nil
+}
+
+// sameParameters reports whether m and o are the same setting (their defaults filled in), the
+// target and times aside.
+func (m *Movement) sameParameters(o Movement) bool {
+	return m.Config() == o.Config()
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -25,8 +26,14 @@ func TestSetMovementRefusals(t *testing.T) {
 	}{
 		{fsm.SetMovement{Ring: ringA, Mode: "even"}, `fsm: malformed command: movement mode "even": want contiguous or minimal`},
 		{fsm.SetMovement{Ring: ringA}, `fsm: malformed command: movement mode "": want contiguous or minimal`},
-		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeContiguous, Tolerance: 0.1}, "fsm: malformed command: tolerance and max ranges are parameters of the minimal mode only"},
-		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeContiguous, MaxRanges: 8}, "fsm: malformed command: tolerance and max ranges are parameters of the minimal mode only"},
+		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeContiguous, Tolerance: 0.1}, "fsm: malformed command: tolerance, max ranges, return delay, idle and step moves are parameters of the minimal mode only"},
+		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeContiguous, MaxRanges: 8}, "fsm: malformed command: tolerance, max ranges, return delay, idle and step moves are parameters of the minimal mode only"},
+		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeContiguous, IdleMs: 5000}, "fsm: malformed command: tolerance, max ranges, return delay, idle and step moves are parameters of the minimal mode only"},
+		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, ReturnDelayMs: 999}, "fsm: malformed command: return delay 999ms is not in [1s, 10m0s]"},
+		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, ReturnDelayMs: -5}, "fsm: malformed command: return delay -5ms is not in [1s, 10m0s]"},
+		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, IdleMs: 3_600_001}, "fsm: malformed command: idle 1h0m0.001s is not in [1s, 1h0m0s]"},
+		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, StepMoves: -1}, "fsm: malformed command: step moves -1 is not in [1, 1024]"},
+		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, StepMoves: 1025}, "fsm: malformed command: step moves 1025 is not in [1, 1024]"},
 		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: 0.7}, "fsm: malformed command: minimal: bad config: tolerance 0.7 is not in (0, 0.5]"},
 		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: math.NaN()}, "fsm: malformed command: minimal: bad config: tolerance NaN is not in (0, 0.5]"},
 		{fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, MaxRanges: 8}, "fsm: malformed command: minimal: bad config: max ranges 8 is below ⌈1/τ⌉+2 = 12, the pieces a join may take"},
@@ -55,7 +62,8 @@ func TestSetMovementIsAReplicatedSetting(t *testing.T) {
 	if r == nil || r.Mode() != fsm.ModeMinimal {
 		t.Fatalf("ring after setting the minimal mode: %+v", r)
 	}
-	want := fsm.Movement{Tolerance: minimal.DefaultTolerance, MaxRanges: minimal.DefaultMaxRanges, StepMoves: minimal.DefaultStepMoves, SinceMs: 100}
+	want := fsm.Movement{Tolerance: minimal.DefaultTolerance, MaxRanges: minimal.DefaultMaxRanges, StepMoves: minimal.DefaultStepMoves,
+		IdleMs: minimal.DefaultIdle.Milliseconds(), ReturnDelayMs: minimal.DefaultReturnDelay.Milliseconds(), SinceMs: 100}
 	if !reflect.DeepEqual(*r.Movement, want) {
 		t.Fatalf("setting %+v, want %+v", *r.Movement, want)
 	}
@@ -65,8 +73,19 @@ func TestSetMovementIsAReplicatedSetting(t *testing.T) {
 		t.Fatalf("setting the mode in force again changed the state")
 	}
 	mustApply(t, s, &fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: 0.2, MaxRanges: 8, AtMs: 300})
-	if got := *s.Ring(ringA).Movement; !reflect.DeepEqual(got, fsm.Movement{Tolerance: 0.2, MaxRanges: 8, StepMoves: minimal.DefaultStepMoves, SinceMs: 300}) {
+	if got := *s.Ring(ringA).Movement; !reflect.DeepEqual(got, fsm.Movement{Tolerance: 0.2, MaxRanges: 8, StepMoves: minimal.DefaultStepMoves,
+		IdleMs: minimal.DefaultIdle.Milliseconds(), ReturnDelayMs: minimal.DefaultReturnDelay.Milliseconds(), SinceMs: 300}) {
 		t.Fatalf("setting after new parameters: %+v", got)
+	}
+	// The timing parameters are part of the setting: every leader waits and spends the same.
+	mustApply(t, s, &fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: 0.2, MaxRanges: 8,
+		ReturnDelayMs: 30_000, IdleMs: 60_000, StepMoves: 2, AtMs: 400})
+	if got := s.Ring(ringA).Movement.Config(); got.ReturnDelay != 30*time.Second || got.Idle != time.Minute || got.StepMoves != 2 || s.Ring(ringA).Movement.SinceMs != 400 {
+		t.Fatalf("timing of the setting: %+v (since %d)", got, s.Ring(ringA).Movement.SinceMs)
+	}
+	mustApply(t, s, &fsm.SetMovement{Ring: ringA, Mode: fsm.ModeMinimal, Tolerance: 0.2, MaxRanges: 8, AtMs: 500})
+	if got := s.Ring(ringA).Movement.Config(); got.ReturnDelay != minimal.DefaultReturnDelay || got.Idle != minimal.DefaultIdle || got.StepMoves != minimal.DefaultStepMoves {
+		t.Fatalf("a setting without timing did not go back to the defaults: %+v", got)
 	}
 	if got := s.Ring(ringA).Movement.Config(); got.Tolerance != 0.2 || got.MaxRanges != 8 || got.MergeAbove != 4 {
 		t.Fatalf("config of the setting: %+v", got)
@@ -214,5 +233,18 @@ func TestSnapshotWithABadMovementSettingIsRefused(t *testing.T) {
 	_, err := fsm.ReadSnapshot(strings.NewReader(text))
 	if !errors.Is(err, minimal.ErrConfig) || !strings.Contains(err.Error(), "movement setting: minimal: bad config: tolerance 0.9 is not in (0, 0.5]") {
 		t.Fatalf("read a snapshot with tolerance 0.9: %v", err)
+	}
+}
+
+// TestMovementWithoutTimingTakesTheDefaults: a setting written before the return delay and the
+// idle time were part of it (no idle_ms, no return_delay_ms) plans with the defaults, the same on
+// every node.
+func TestMovementWithoutTimingTakesTheDefaults(t *testing.T) {
+	var m fsm.Movement
+	if err := json.Unmarshal([]byte(`{"tolerance":0.1,"max_ranges":16,"step_moves":8,"since_ms":5}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Config(); got.ReturnDelay != minimal.DefaultReturnDelay || got.Idle != minimal.DefaultIdle || got.StepMoves != 8 {
+		t.Fatalf("config of a setting without timing: %+v", got)
 	}
 }

@@ -35,6 +35,10 @@ const (
 	// DefaultStepMoves is the churn budget of one even-out step, in moves (one move is one range
 	// handed from one member to another: one handover, one re-scan).
 	DefaultStepMoves = 8
+	// DefaultIdle is how long a ring stays settled before an even-out step, and so the spacing
+	// of the steps: with DefaultStepMoves, at most about 8 moves per 10 s, 48 a minute. Ten
+	// seconds is one default lease TTL: a ring that saw a change in that time is not idle.
+	DefaultIdle = 10 * time.Second
 )
 
 // Config are the stated parameters of the assignment: a per-ring setting, the same on every
@@ -55,6 +59,10 @@ type Config struct {
 	ReturnDelay time.Duration
 	// StepMoves is the churn budget of one even-out step in moves. At least 1.
 	StepMoves int
+	// Idle is how long a ring must stay settled (no change, nothing reserved, no step in
+	// flight) before an even-out step: the steps' spacing. StepMoves per Idle is the churn
+	// budget of the even-out. The planner keeps no clock; the coordinator's leader waits it.
+	Idle time.Duration
 }
 
 // WithDefaults fills zero fields with the defaults.
@@ -74,6 +82,9 @@ func (c Config) WithDefaults() Config {
 	if c.StepMoves == 0 {
 		c.StepMoves = DefaultStepMoves
 	}
+	if c.Idle == 0 {
+		c.Idle = DefaultIdle
+	}
 	return c
 }
 
@@ -89,6 +100,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: merge above %d is not in [1, max ranges %d]", ErrConfig, c.MergeAbove, c.MaxRanges)
 	case c.StepMoves < 1:
 		return fmt.Errorf("%w: step moves %d is below 1", ErrConfig, c.StepMoves)
+	case c.Idle < 0:
+		return fmt.Errorf("%w: idle %v is negative", ErrConfig, c.Idle)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ func TestConfigValidateSaysWhatIsWrong(t *testing.T) {
 		{minimal.Config{MergeAbove: 17}, "minimal: bad config: merge above 17 is not in [1, max ranges 16]"},
 		{minimal.Config{MergeAbove: -1}, "minimal: bad config: merge above -1 is not in [1, max ranges 16]"},
 		{minimal.Config{StepMoves: -1}, "minimal: bad config: step moves -1 is below 1"},
+		{minimal.Config{Idle: -time.Second}, "minimal: bad config: idle -1s is negative"},
 	} {
 		_, err := minimal.NewPlanner(tc.cfg)
 		if !errors.Is(err, minimal.ErrConfig) || err.Error() != tc.want {
@@ -35,7 +36,7 @@ func TestConfigValidateSaysWhatIsWrong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := minimal.Config{Tolerance: 0.1, MaxRanges: 16, MergeAbove: 8, ReturnDelay: 10 * time.Second, StepMoves: 8}
+	want := minimal.Config{Tolerance: 0.1, MaxRanges: 16, MergeAbove: 8, ReturnDelay: 10 * time.Second, StepMoves: 8, Idle: 10 * time.Second}
 	if got := p.Config(); got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}
