@@ -70,6 +70,8 @@ var wantChecks = []string{
 	"first_covers_ring_again",
 	"new_incarnation_closes_old_connection",
 	"new_incarnation_waits_for_expiry",
+	"movement_minimal_via_follower",
+	"minimal_joins_several_ranges",
 	"exclusive_by_client_clock",
 	"summary",
 }

@@ -27,6 +27,12 @@
 //   - the second leaves: ack, its stream completes, the first covers the ring again;
 //   - a new incarnation of the first worker's id closes the old connection and gets the ring only
 //     after the old incarnation's lease ended, on the script's own monotonic clock;
+//   - the ring is switched to the minimal movement mode through the follower's admin API (the
+//     answer shows the setting as committed, defaults filled in); three more workers join one
+//     after the other, each worker releasing every new epoch it installs: after each join the
+//     leases cover the ring with no overlap, every share lies within the tolerance of the mean,
+//     a worker whose ranges did not change kept its epoch, and in the end one lease carries
+//     several ranges;
 //   - over the whole run, no token and no Node-0 role was usable by two holders at one instant.
 //
 // It prints one JSON line per check and exits non-zero on the first failure; the Go test streams

@@ -1222,11 +1222,99 @@ async function conversation(a, b) {
   covers(check, fresh.lease);
   pass(check, { lease: briefLease(fresh.lease), after_old_lease_end_ms: Math.round(fresh.receivedAt - oldLeaseEnd), empty_elements_before: la2.history.length - 1 });
 
+  // 8. The minimal movement mode (protocol.md 7.4, the movement call; 5.2, ranges and epochs). Set
+  // through the follower's admin API, with an idle time long enough that no even-out step runs
+  // during the story. Three workers join A's ring one after the other; every worker releases each
+  // new epoch it installs (it uses nothing outside it). After each join the leases cover the ring
+  // with no overlap, every share is within the tolerance of the mean, and a worker whose ranges
+  // did not change kept its epoch. The fourth holds several ranges.
+  check = 'movement_minimal_via_follower';
+  let res;
+  try {
+    res = await admin('movement', { mode: 'minimal', idle_ms: 3600000 });
+  } catch (err) {
+    fail(check, `POST movement: ${err.message}`);
+  }
+  expect(check, res.status === 200 && res.body !== null, `POST movement answered ${res.status}: ${res.text}`);
+  const mv = res.body.movement;
+  expect(check, sameRing(res.body.ring) && res.body.leader_id === leader.leader_id, 'the answer names another ring or another leader', { answer: res.body });
+  expect(check, mv && mv.mode === 'minimal' && mv.tolerance === 0.1 && mv.max_ranges === 16 && mv.return_delay_ms === 10000 && mv.idle_ms === 3600000 && mv.step_moves === 8,
+    'the committed setting is not minimal with the defaults and the idle time sent', { answer: res.body });
+  pass(check, { answer: res.body });
+
+  check = 'minimal_joins_several_ranges';
+  const members = [{ w: a2, stream: la2, released: a2.held.epoch }];
+  const joins = [];
+  for (const name of ['c', 'd', 'e']) {
+    const before = new Map(members.map((m) => [m.w, m.w.held]));
+    const w = new Worker(`js-${name}-${randomUUID().slice(0, 8)}`);
+    await w.connect(leader.leader_rsocket_addr);
+    members.push({ w, stream: w.leases(), released: 0 });
+    await settle(check, members, 3 * opts.renewalMs + 10000);
+    const n = BigInt(members.length);
+    for (const m of members) {
+      const share = size(ranges(m.w.held));
+      // Within τ = 0.1 of the mean RING_SIZE/n: |share·n − RING_SIZE| ≤ RING_SIZE/10, give or take
+      // 2^-40 of the ring (a bound computed in floating point lands a few thousand tokens off).
+      const off = share * n - RING_SIZE;
+      expect(check, (off < 0n ? -off : off) <= RING_SIZE / 10n + (RING_SIZE >> 40n), `${m.w.workerId} holds ${share} tokens, more than 10 % off the mean of ${members.length}`, { lease: briefLease(m.w.held) });
+      const was = before.get(m.w);
+      if (was && rangesKey(was) === rangesKey(m.w.held)) {
+        expect(check, was.epoch === m.w.held.epoch, `${m.w.workerId}'s ranges did not change, yet its epoch went ${was.epoch} -> ${m.w.held.epoch}`, { lease: briefLease(m.w.held) });
+      }
+    }
+    covers(check, ...members.map((m) => m.w.held));
+    joins.push({ joined: w.workerId, ranges: members.map((m) => m.w.held.ranges.length), epochs: members.map((m) => m.w.held.epoch) });
+  }
+  const most = Math.max(...members.map((m) => m.w.held.ranges.length));
+  expect(check, most >= 2, 'after three joins in the minimal mode no worker holds more than one range', { joins });
+  expect(check, members.every((m) => m.w.held.ranges.length <= 16), 'a worker holds more than max_ranges ranges', { joins });
+  pass(check, { joins });
+
   // Everything above, seen on one clock: no token and no Node-0 usable by two holders at once.
   check = 'exclusive_by_client_clock';
-  pass(check, exclusive(check, [a, b, a2]));
+  for (const m of members.slice(1)) {
+    m.w.stoppedAt = now();
+    m.stream.cancel();
+    m.w.close();
+  }
+  pass(check, exclusive(check, [a, b, ...members.map((m) => m.w)]));
   la2.cancel();
   a2.close();
+}
+
+// settle installs every element that arrives on the members' streams, releases each new epoch at
+// once (protocol.md 5.3: a worker that uses nothing outside its new lease says so), and returns
+// once every member holds a lease and the leases cover the ring with no gap and no overlap.
+async function settle(check, members, timeoutMs) {
+  const deadline = now() + timeoutMs;
+  for (;;) {
+    for (const m of members) {
+      while (m.stream.queue.length > 0) {
+        const el = await m.stream.next(0);
+        if (m.stream.install(check, el) && el.lease.epoch !== m.released) {
+          m.released = el.lease.epoch;
+          await ack(check, m.w, 'ring.release', { worker_id: m.w.workerId, epoch: el.lease.epoch });
+        }
+      }
+      expect(check, !m.stream.error && !m.stream.done, `${m.w.workerId}'s lease stream ended: ${m.stream.error ? m.stream.error.message : 'completed'}`);
+    }
+    if (members.every((m) => m.w.held !== null) && tiles(members.map((m) => m.w.held))) {
+      return;
+    }
+    expect(check, now() < deadline, `the leases did not cover the ring within ${timeoutMs} ms`, { leases: members.map((m) => m.w.held && briefLease(m.w.held)) });
+    await sleep(20);
+  }
+}
+
+// tiles reports whether the leases' ranges cover the ring with no gap and no overlap (covers,
+// without failing).
+function tiles(leases) {
+  const rs = leases.flatMap((l) => ranges(l)).sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+  if (rs.length === 0 || rs[0][0] !== MIN_TOKEN || rs[rs.length - 1][1] !== MAX_TOKEN) {
+    return false;
+  }
+  return rs.every((r, i) => i === 0 || r[0] === rs[i - 1][1] + 1n);
 }
 
 main().then(
