@@ -3,6 +3,7 @@ package coordinator
 import (
 	"testing"
 
+	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -107,5 +108,26 @@ func TestOlderIncarnationDoesNotTakeThePlaceBack(t *testing.T) {
 	}
 	if !reg.remove(reg.byWorker[workerKey(x3.member)]) {
 		t.Fatal("the promoted connection is not current")
+	}
+}
+
+// TestOnlyAJoinMayShowASupersede: the retired set looks at the state after a restore and after an
+// entry that joins an incarnation (alone or in a pass), not after the entries that cannot add one.
+func TestOnlyAJoinMayShowASupersede(t *testing.T) {
+	for _, tc := range []struct {
+		c    fsm.Command
+		want bool
+	}{
+		{nil, true},
+		{&fsm.Join{Ring: testRing, WorkerID: "a", Incarnation: "a-2"}, true},
+		{&fsm.Reconcile{Ring: testRing, Joins: []fsm.MemberRef{{WorkerID: "a", Incarnation: "a-2"}}}, true},
+		{&fsm.Reconcile{Ring: testRing, Downs: []fsm.MemberRef{{WorkerID: "a", Incarnation: "a-1"}}}, false},
+		{&fsm.Release{Ring: testRing, WorkerID: "a", Incarnation: "a-1", Epoch: 3}, false},
+		{&fsm.Down{Ring: testRing, WorkerID: "a", Incarnation: "a-1"}, false},
+		{&fsm.Pause{Ring: testRing}, false},
+	} {
+		if got := mayShowASupersede(tc.c); got != tc.want {
+			t.Errorf("mayShowASupersede(%T %+v) = %v, want %v", tc.c, tc.c, got, tc.want)
+		}
 	}
 }

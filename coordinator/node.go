@@ -101,8 +101,8 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.log = n.partLog("coordinator")
 	n.fsm = fsm.NewAt(n.partLog("fsm"), cmp.Or(cfg.fsmVersion, fsm.Version))
-	n.fsm.Observe(func(s *fsm.State) {
-		if n.retired.note(s, n.clock.Now()) {
+	n.fsm.Observe(func(s *fsm.State, c fsm.Command) {
+		if mayShowASupersede(c) && n.retired.note(s, n.clock.Now()) {
 			n.supersededSeen.Store(true)
 		}
 	})

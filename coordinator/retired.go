@@ -61,6 +61,22 @@ func (r *retiredSet) note(s *fsm.State, now time.Time) (grew bool) {
 	return grew
 }
 
+// mayShowASupersede reports whether the state after applying c (nil: a restored snapshot) may show
+// an incarnation superseded that the state before did not: only a join adds an incarnation, so
+// only an entry that joins one can. note scans every member of every ring under the FSM's write
+// lock: on every entry that would be O(members) per release, expire and assignment, which a join
+// storm of a thousand workers makes O(members²). The times note keeps need no other refresh: a
+// superseded member stays in the state only until its lease ends, far within retiredFor.
+func mayShowASupersede(c fsm.Command) bool {
+	switch c := c.(type) {
+	case nil, *fsm.Join:
+		return true
+	case *fsm.Reconcile:
+		return len(c.Joins) > 0
+	}
+	return false
+}
+
 func (r *retiredSet) has(m memberID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -31,7 +31,7 @@ type FSM struct {
 	skipped  uint64
 	rejected uint64
 	halted   error
-	observe  func(*State)
+	observe  func(*State, Command)
 }
 
 // New returns an FSM of this build's Version over an empty state.
@@ -43,13 +43,14 @@ func NewAt(log zerolog.Logger, v int) *FSM {
 	return &FSM{log: log, version: min(max(v, 1), Version), state: NewState(), changed: make(chan struct{}, 1)}
 }
 
-// Observe makes fn see the state after every entry that changed it and after every restored
-// snapshot, under the write lock, before anything else can apply or read. It is for what a node
-// must learn from each state in turn rather than from the coalesced Changed signal: a supersede
-// that one entry shows and the next hides (the newer incarnation forgotten again) is seen. fn must
-// be quick, must not keep references into the state and must not call back into the FSM. Set it
-// before the FSM is handed to Raft.
-func (f *FSM) Observe(fn func(s *State)) { f.observe = fn }
+// Observe makes fn see the state after every entry that changed it, with the command it applied
+// (an InTerm's inner command), and after every restored snapshot (c nil), under the write lock,
+// before anything else can apply or read. It is for what a node must learn from each state in
+// turn rather than from the coalesced Changed signal: a supersede that one entry shows and the
+// next hides (the newer incarnation forgotten again) is seen. The command lets fn skip the entries
+// that cannot show what it looks for. fn must be quick, must not keep references into the state
+// and must not call back into the FSM. Set it before the FSM is handed to Raft.
+func (f *FSM) Observe(fn func(s *State, c Command)) { f.observe = fn }
 
 // Version is the FSM version this FSM runs.
 func (f *FSM) Version() int { return f.version }
@@ -103,7 +104,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return err
 	}
 	if f.observe != nil {
-		f.observe(f.state)
+		f.observe(f.state, c)
 	}
 	return nil
 }
@@ -147,7 +148,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.state, f.halted = st, nil
 	if f.observe != nil {
-		f.observe(f.state)
+		f.observe(f.state, nil)
 	}
 	f.mu.Unlock()
 	f.notify()

@@ -426,7 +426,9 @@ func TestFSMConcurrentUse(t *testing.T) {
 func TestObserveSeesEveryEntry(t *testing.T) {
 	f := fsm.New(zerolog.Nop())
 	var seen []string
-	f.Observe(func(s *fsm.State) {
+	var types []string
+	f.Observe(func(s *fsm.State, c fsm.Command) {
+		types = append(types, c.Type().String())
 		r := s.Ring(ringA)
 		var keys []string
 		if r != nil {
@@ -449,9 +451,17 @@ func TestObserveSeesEveryEntry(t *testing.T) {
 	if strings.Join(seen, " | ") != strings.Join(want, " | ") {
 		t.Fatalf("observed %q, want %q", seen, want)
 	}
+	if got := strings.Join(types, ","); got != "join,join,down" {
+		t.Fatalf("observed commands %s, want join,join,down", got)
+	}
 	seen = nil
 	g := fsm.New(zerolog.Nop())
-	g.Observe(func(s *fsm.State) { seen = append(seen, fmt.Sprint(len(s.Ring(ringA).Members))) })
+	g.Observe(func(s *fsm.State, c fsm.Command) {
+		if c != nil {
+			t.Errorf("a restore was observed with command %v", c)
+		}
+		seen = append(seen, fmt.Sprint(len(s.Ring(ringA).Members)))
+	})
 	if err := g.Restore(io.NopCloser(bytes.NewReader(persist(t, f)))); err != nil {
 		t.Fatal(err)
 	}
