@@ -35,6 +35,11 @@ type leaseStream struct {
 	sub        rx.Subscription
 	demandSent time.Time // worker clock when the outstanding demand was asked for
 
+	// reqMu orders every Request before the stream's end (see endRequests); ended is set, under
+	// it, once the stream ended: no Request after that.
+	reqMu sync.Mutex
+	ended bool
+
 	gotElement atomic.Bool
 	done       chan struct{}
 	doneOnce   sync.Once
@@ -48,11 +53,42 @@ func newLeaseStream(c *Client, sess *session) *leaseStream {
 // demand records the send time of one element of demand, then asks for it. Reading the clock before
 // the frame goes out errs on the safe side: the element's lease ends no later than it may.
 func (st *leaseStream) demand() {
+	st.reqMu.Lock()
+	defer st.reqMu.Unlock()
+	if st.ended {
+		return
+	}
 	st.mu.Lock()
 	st.demandSent = st.c.cfg.Clock.Now()
 	sub := st.sub
 	st.mu.Unlock()
 	st.sess.send(func() { sub.Request(1) })
+}
+
+// endRequests waits until no Request is under way, and stops those to come, before the stream's
+// end is delivered. rsocket-go's stream ends through reactor-go's pooled DoFinally subscriber,
+// which right after our OnError or OnComplete clears its subscription and goes back to the pool
+// (to be handed to another stream); a Request running on another goroutine meanwhile (the
+// initial demand, sent from its own goroutine) reads the cleared field: a data race -race
+// reports (seen in TestNewIncarnationWaitsForTheOldLease/hang, when the coordinator ended a
+// superseded stream with duplicate_connection), and a nil dereference or a demand on someone
+// else's stream without it. Demands from OnNext run on the goroutine that delivers the end too,
+// so only the initial one can overlap.
+//
+// The end can also be delivered from inside that initial Request, on its goroutine (OnSubscribe's
+// comment says when): the lock is then ours already, so this waits at most firstDemandWait, on
+// the wall clock (the worker's clock may be a test's, which does not move by itself), and lets
+// the end through, as OnSubscribe does.
+func (st *leaseStream) endRequests() {
+	deadline := time.Now().Add(firstDemandWait)
+	for !st.reqMu.TryLock() {
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st.ended = true
+	st.reqMu.Unlock()
 }
 
 // OnSubscribe sends REQUEST_STREAM with an initial demand of one and waits until it is queued.
@@ -144,11 +180,13 @@ func (st *leaseStream) OnNext(p payload.Payload) {
 
 // OnError ends the stream with the coordinator's error.
 func (st *leaseStream) OnError(err error) {
+	st.endRequests()
 	st.finish(remoteError(err))
 }
 
 // OnComplete ends the stream: the coordinator has nothing more for this connection.
 func (st *leaseStream) OnComplete() {
+	st.endRequests()
 	st.finish(fmt.Errorf("%w: %s completed the lease stream", ErrDisconnected, st.addr))
 }
 

@@ -236,11 +236,33 @@ func certificateRefused(err error) error {
 	}
 }
 
+// closeWait bounds how long close waits for rsocket-go to close the socket by itself once the
+// connection under it is closed: its read goroutine sees the end at once on a local close.
+const closeWait = 2 * time.Second
+
 // close closes the connection; rsocket-go then errors every stream and request on it.
+//
+// The connection under rsocket-go is closed first, and rsocket-go left to notice: its read
+// goroutine then waits for the goroutines that deliver the frames read so far, and only then
+// closes the socket, which ends every stream (onClose runs after that). Closing the socket from
+// here instead ends the streams while a frame may still be being delivered to one of them:
+// reactor-go's unicast processor closes its queue channel unsynchronised with a send on it,
+// which -race reports as a data race (seen in TestNewIncarnationWaitsForTheOldLease/cut) and
+// which could panic with "send on closed channel" without it. The socket's own Close follows,
+// a no-op by then, or the fallback when rsocket-go did not close within closeWait.
 func (s *session) close() {
 	s.sendMu.Lock()
 	s.closing = true
 	s.sendMu.Unlock()
+	if s.conn != nil && s.sock != nil {
+		_ = s.conn.Close()
+		t := time.NewTimer(closeWait)
+		select {
+		case <-s.closed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	if s.sock != nil {
 		_ = s.sock.Close()
 	}
