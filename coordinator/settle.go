@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/fsm"
+	"github.com/retryring/retryring/wallclock"
 )
 
 // Bootstrap and recovery (docs/architecture.md, "Bootstrap and recovery"). A cluster whose state
@@ -62,10 +63,8 @@ func (t *leaderTerm) settleFloor() bool {
 			}
 			return true
 		}
-		select {
-		case <-t.ctx.Done():
+		if !wallclock.Sleep(t.ctx, 50*time.Millisecond) {
 			return false
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

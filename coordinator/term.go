@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/wallclock"
 )
 
 // leaderTerm is one stretch of leadership of this node, in one Raft term. It owns what the leader
@@ -131,10 +132,8 @@ func (t *leaderTerm) barrier() bool {
 			break
 		}
 		t.log.Warn().Err(err).Msg("barrier failed")
-		select {
-		case <-t.ctx.Done():
+		if !wallclock.Sleep(t.ctx, 50*time.Millisecond) {
 			return false
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	now := t.n.clock.Now()
@@ -180,10 +179,8 @@ func (t *leaderTerm) settleTiming() bool {
 			t.log.Warn().Err(err).Msg("lease timing not replicated: a later leader with a shorter TTL cannot bound this leader's leases until every coordinator runs FSM version 2")
 			break
 		}
-		select {
-		case <-t.ctx.Done():
+		if !wallclock.Sleep(t.ctx, 50*time.Millisecond) {
 			return false
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	if !t.settleFloor() {
@@ -463,10 +460,8 @@ func (t *leaderTerm) reconcileLoop() {
 		case <-timer.C:
 		}
 		if wait := t.n.cfg.PassInterval - time.Since(last); !last.IsZero() && wait > 0 {
-			select {
-			case <-t.ctx.Done():
+			if !wallclock.Sleep(t.ctx, wait) {
 				return
-			case <-time.After(wait):
 			}
 		}
 		last = time.Now()

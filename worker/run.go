@@ -3,9 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/wallclock"
 )
 
 // Run cycles until ctx ends: a cycle right after one that made progress, otherwise after
@@ -21,12 +21,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 		if s.clockTrusted() && s.cycleOnce(ctx) {
 			continue
 		}
-		t := time.NewTimer(s.cfg.IdleBackoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
+		wallclock.Sleep(ctx, s.cfg.IdleBackoff)
 	}
 	s.log.Info().Msg("worker stopped")
 	return nil

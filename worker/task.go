@@ -2,10 +2,10 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/retryring/retryring/window"
+	"github.com/retryring/retryring/worker/retrypolicy"
 )
 
 // Task is one retry to execute: the Tier 5 metadata of a failed saga step plus where it was found
@@ -30,36 +30,24 @@ type Task struct {
 	LeaseEpoch uint64 // the epoch of the lease the guard checked just before the execution
 }
 
-// OutcomeKind classifies an execution.
-type OutcomeKind int
+// OutcomeKind is what an execution makes of a step: retrypolicy.OutcomeKind, the one kind the
+// retry policy classifies a status into and an Executor reports. The worker names it, and its
+// values below, so that an Executor needs no other package to report an outcome.
+type OutcomeKind = retrypolicy.OutcomeKind
 
-// Outcome kinds. The zero value is not an outcome: an Executor must pick one.
+// Outcome kinds (see retrypolicy.OutcomeKind). The zero value is not an outcome: an Executor must
+// pick one.
 const (
 	// Done: the step succeeded (or had already succeeded). Its marker becomes COMMITTED.
-	Done OutcomeKind = iota + 1
+	Done = retrypolicy.Done
 	// Transient: the step may succeed later. It is recorded again into a later window.
-	Transient
+	Transient = retrypolicy.Transient
 	// Permanent: the step will never succeed. It is dead-lettered at once.
-	Permanent
+	Permanent = retrypolicy.Permanent
 	// NotSent: the call never reached the downstream (the executor refused to send it past its
 	// deadline). It is no outcome: no attempt is used, the row stays for a later pass.
-	NotSent
+	NotSent = retrypolicy.NotSent
 )
-
-func (k OutcomeKind) String() string {
-	switch k {
-	case Done:
-		return "done"
-	case Transient:
-		return "transient"
-	case Permanent:
-		return "permanent"
-	case NotSent:
-		return "not_sent"
-	default:
-		return fmt.Sprintf("outcome(%d)", int(k))
-	}
-}
 
 // Outcome is what an Executor reports about one execution.
 type Outcome struct {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/wallclock"
 )
 
 // throttle is the token bucket every execution takes a token from: its rate is this worker's share
@@ -173,11 +174,7 @@ func (s *Scanner) waitToken(ctx context.Context) error {
 		case wait == 0:
 			return nil
 		}
-		t := time.NewTimer(min(wait, tokenPoll))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !wallclock.Sleep(ctx, min(wait, tokenPoll)) {
 			return ErrStopped
 		}
 	}

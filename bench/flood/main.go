@@ -53,8 +53,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
-		fmt.Fprintln(os.Stderr, "flood:", err)
-		os.Exit(1)
+		benchkit.Fail(err)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/bench/leaseprobe/event"
+	"github.com/retryring/retryring/internal/flaglist"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
@@ -53,7 +53,7 @@ func run() int {
 	out := &emitter{w: os.Stdout, workerID: workerID}
 	tap := &logTap{out: os.Stderr, min: level, onConnect: out.connected}
 	client, err := leaseclient.New(leaseclient.Config{
-		WorkerID: workerID, Ring: ring, Coordinators: splitList(coordinators),
+		WorkerID: workerID, Ring: ring, Coordinators: flaglist.Split(coordinators),
 		// Debug, whatever -log-level says: the tap needs the "connected" lines.
 		Logger:  zerolog.New(tap).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
 		OnLease: out.lease,
@@ -176,14 +176,4 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/testkit/benchkit"
+	"github.com/retryring/retryring/wallclock"
 	"github.com/retryring/retryring/worker"
 )
 
@@ -157,16 +158,16 @@ func run(ctx context.Context, f benchkit.Flags, bin string, v variant, o runOpti
 		go watchExit(watch, w, &faults)
 	}
 	// A minute in, one worker pauses (SIGSTOP) and then the leader dies.
-	if sleepUntil(ctx, start.Add(time.Minute)) {
+	if wallclock.Sleep(ctx, time.Until(start.Add(time.Minute))) {
 		w := c.Workers()[len(c.Workers())-1]
 		t0 := time.Now()
 		if err := w.Stop(); err == nil {
-			sleepUntil(ctx, time.Now().Add(o.stop))
+			wallclock.Sleep(ctx, o.stop)
 			_ = w.Cont()
 			faults.add(fault{kind: "sigstop", who: w.ID, start: t0, end: time.Now()})
 		}
 	}
-	if sleepUntil(ctx, start.Add(90*time.Second)) {
+	if wallclock.Sleep(ctx, time.Until(start.Add(90*time.Second))) {
 		if leader, err := c.WaitLeader(ctx); err == nil {
 			t0 := time.Now()
 			_ = leader.Kill9()
@@ -176,7 +177,7 @@ func run(ctx context.Context, f benchkit.Flags, bin string, v variant, o runOpti
 			faults.add(fault{kind: "leader kill", who: leader.ID, start: t0, end: time.Now()})
 		}
 	}
-	sleepUntil(ctx, start.Add(o.outage))
+	wallclock.Sleep(ctx, time.Until(start.Add(o.outage)))
 	recovered := time.Now()
 	c.Downstream.SetUnavailable(false)
 
@@ -263,15 +264,6 @@ func logLinesOf(c *proc.Cluster, repeats []downstream.Retry, max int) []string {
 		}
 	}
 	return out
-}
-
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(time.Until(t)):
-		return true
-	}
 }
 
 func dropKeyspace(ctx context.Context, f benchkit.Flags, ks string) {

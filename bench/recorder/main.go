@@ -37,8 +37,7 @@ type result struct {
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "recorder:", err)
-		os.Exit(1)
+		benchkit.Fail(err)
 	}
 }
 

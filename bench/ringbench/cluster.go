@@ -8,6 +8,7 @@ import (
 	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
+	"github.com/retryring/retryring/wallclock"
 )
 
 // viewTimeout bounds one GET /v1/ring: a coordinator that was just killed must not hold a poll.
@@ -148,10 +149,8 @@ func (c *cluster) waitSettled(ctx context.Context, bound time.Duration) error {
 		if ok, why = c.settled(ctx); ok {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if !wallclock.Sleep(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("ring not settled within %v: %s", bound, why)
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -33,8 +33,7 @@ type childReport struct {
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "rss:", err)
-		os.Exit(1)
+		benchkit.Fail(err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/retryring/retryring/testkit/benchkit"
 	"github.com/retryring/retryring/testkit/procstat"
 	"github.com/retryring/retryring/testkit/swarm"
+	"github.com/retryring/retryring/wallclock"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
 
@@ -166,10 +167,8 @@ func (b *bench) joinStorm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
+	if !wallclock.Sleep(ctx, time.Until(b.started.Add(b.timing.HolderBound()+coordinator.DefaultLeaderLeaseTimeout+time.Second))) {
 		return ctx.Err()
-	case <-time.After(time.Until(b.started.Add(b.timing.HolderBound() + coordinator.DefaultLeaderLeaseTimeout + time.Second))):
 	}
 	smp := procstat.Sample(leader.Pid(), samplePeriod)
 	start := time.Now()
@@ -206,10 +205,8 @@ func (b *bench) waitSettled(ctx context.Context) (bool, int, string) {
 			}
 			rings = b.s.SettledRings(v, now)
 		}
-		select {
-		case <-ctx.Done():
+		if !wallclock.Sleep(ctx, b.o.poll) {
 			return false, rings, why
-		case <-time.After(b.o.poll):
 		}
 	}
 }
@@ -225,11 +222,9 @@ func (b *bench) steadyPhase(ctx context.Context) error {
 	calls0, callsErr := procstat.ReadSyscalls(leader.Pid())
 	smp := procstat.Sample(leader.Pid(), samplePeriod)
 	profiled := b.profileSteady(ctx, leader)
-	select {
-	case <-ctx.Done():
+	if !wallclock.Sleep(ctx, b.o.steady) {
 		smp.Finish()
 		return ctx.Err()
-	case <-time.After(b.o.steady):
 	}
 	b.r.steadyUsage = smp.Finish()
 	b.r.steadyReadsPerSec, b.r.steadyWritesPerSec = -1, -1
@@ -336,10 +331,8 @@ func (b *bench) waitNewLeader(ctx context.Context, old *proc.Coordinator) (time.
 		if l, _, err := b.c.Leader(ctx); err == nil && l != old {
 			return time.Now(), nil
 		}
-		select {
-		case <-ctx.Done():
+		if !wallclock.Sleep(ctx, 20*time.Millisecond) {
 			return time.Time{}, fmt.Errorf("no new leader after %s within %v", old.ID, b.o.settleBound)
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

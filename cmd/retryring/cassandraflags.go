@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/internal/flaglist"
 	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/lease"
 )
@@ -58,7 +59,7 @@ func (c *cassandraFlags) config() (cassandra.Config, error) {
 		return cassandra.Config{}, err
 	}
 	return cassandra.Config{
-		Hosts: splitList(c.hosts), Keyspace: c.keyspace, Consistency: c.consistency,
+		Hosts: flaglist.Split(c.hosts), Keyspace: c.keyspace, Consistency: c.consistency,
 		AllowWeakConsistency: c.allowWeak, LocalDC: c.localDC, Timeout: c.timeout,
 		Username: c.username, Password: password,
 		TLS:        tlsfiles.Files{CA: c.ca, Cert: c.cert, Key: c.key},
@@ -114,14 +115,4 @@ func (r *ringFlags) register(fs *pflag.FlagSet) {
 
 func (r *ringFlags) key() lease.RingKey {
 	return lease.RingKey{Region: r.region, Cluster: r.cluster, Service: r.service}
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/internal/flaglist"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -36,7 +37,7 @@ or SIGINT a leader hands its leadership to another voter before it stops.`,
 			if cfg.Peers, err = coordinator.ParsePeers(peers); err != nil {
 				return err
 			}
-			cfg.Join = splitList(join)
+			cfg.Join = flaglist.Split(join)
 			cfg.Logger = log
 			routeRSocketLogs(log)
 			cfg.NoSync = noSync

@@ -119,9 +119,7 @@ func runRecord(ctx context.Context, cmd *cobra.Command, o recordOptions) error {
 				if o.rate > 0 { // the i-th failure is due at start + i/rate
 					due := start.Add(time.Duration(float64(i) / o.rate * float64(time.Second)))
 					if d := time.Until(due); d > 0 {
-						select {
-						case <-time.After(d):
-						case <-ctx.Done():
+						if !wallclock.Sleep(ctx, d) {
 							return
 						}
 					}

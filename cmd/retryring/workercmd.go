@@ -21,6 +21,7 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/clockcheck"
+	"github.com/retryring/retryring/internal/flaglist"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/wallclock"
 	"github.com/retryring/retryring/worker"
@@ -124,7 +125,7 @@ func runWorker(ctx context.Context, o workerOptions) error {
 	var scanner *worker.Scanner // built once Cassandra is up; the client's hooks run only after
 	clientConfig := func(incarnation string) leaseclient.Config {
 		return leaseclient.Config{
-			WorkerID: o.workerID, Ring: s.ring, Coordinators: splitList(o.coordinators), Incarnation: incarnation,
+			WorkerID: o.workerID, Ring: s.ring, Coordinators: flaglist.Split(o.coordinators), Incarnation: incarnation,
 			Token: s.token, TLS: s.coordinatorTLS, Logger: s.parent, Clock: s.clock, Guard: s.guard,
 			Drain: func(ctx context.Context, old, next lease.Lease) error {
 				return scanner.Drain(ctx, old, next)

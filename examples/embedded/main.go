@@ -248,6 +248,9 @@ func printStats(ctx context.Context, every time.Duration, log zerolog.Logger, sc
 	}
 }
 
+// split reads a comma-separated flag as the binary's internal/flaglist.Split does. It is a copy
+// on purpose: this program is written to be copied into a service outside this module, which can
+// import retryring's public packages only, never its internal ones.
 func split(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {

@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/gocql/gocql"
 
 	"github.com/retryring/retryring/cassandra"
+	"github.com/retryring/retryring/internal/flaglist"
 )
 
 // probeTimeout bounds one attempt to reach Cassandra: a node that is up answers in well under
@@ -40,7 +40,7 @@ func connect(ctx context.Context, hosts []string, timeout time.Duration) (*gocql
 // contact point is on this machine, it starts one with scripts/cassandra.sh (found from the
 // working directory or beside the binary) and connects again.
 func ensureCassandra(ctx context.Context, cfg Config, out io.Writer) (*gocql.Session, error) {
-	hosts := splitList(cfg.Cassandra)
+	hosts := flaglist.Split(cfg.Cassandra)
 	s, err := connect(ctx, hosts, schemaTimeout)
 	if err == nil {
 		return s, nil
@@ -146,14 +146,4 @@ func dropKeyspace(ctx context.Context, s *gocql.Session, ks string) error {
 		return err // never build DDL from a name that is not one
 	}
 	return s.Query("DROP KEYSPACE IF EXISTS " + ks).WithContext(ctx).Exec()
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

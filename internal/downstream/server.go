@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryring/retryring/wallclock"
 )
 
 // ErrInvalidConfig means a Config failed validation.
@@ -347,11 +349,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if d := s.delay(); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
+		if !wallclock.Sleep(r.Context(), d) {
 			s.finish(seq, 0)
 			return
 		}

@@ -180,10 +180,8 @@ func alive(pid int) bool {
 	if err != nil {
 		return false
 	}
-	// The state follows the command name in parentheses.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	st, ok := statState(b)
+	return !ok || st != 'Z'
 }
 
 func waitDead(t *testing.T, pid int) {

@@ -3,7 +3,6 @@ package proc
 import (
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -44,13 +43,11 @@ func allStopped(pid int) (bool, error) {
 		if err != nil {
 			continue // the thread ended
 		}
-		// The state is the first field after the command name, which is in parentheses.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) {
+		st, ok := statState(b)
+		if !ok {
 			return false, fmt.Errorf("proc: unreadable /proc/%d/task/%s/stat", pid, task.Name())
 		}
-		if st := s[i+2]; st != 'T' && st != 't' {
+		if st != 'T' && st != 't' {
 			return false, nil
 		}
 	}

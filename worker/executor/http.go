@@ -163,7 +163,7 @@ func (h *HTTP) Execute(ctx context.Context, t worker.Task) worker.Outcome {
 	// Drain a little more so that the connection can be reused; give up on huge bodies.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 
-	out := worker.Outcome{Kind: kindOf(h.policies.For(t.ImplType).Classify(resp.StatusCode)), Status: resp.StatusCode}
+	out := worker.Outcome{Kind: h.policies.For(t.ImplType).Classify(resp.StatusCode), Status: resp.StatusCode}
 	if out.Kind == worker.Done {
 		return out
 	}
@@ -175,18 +175,6 @@ func (h *HTTP) Execute(ctx context.Context, t worker.Task) worker.Outcome {
 		}
 	}
 	return out
-}
-
-// kindOf is the worker's name for a policy class.
-func kindOf(c retrypolicy.Class) worker.OutcomeKind {
-	switch c {
-	case retrypolicy.Done:
-		return worker.Done
-	case retrypolicy.Permanent:
-		return worker.Permanent
-	default:
-		return worker.Transient
-	}
 }
 
 // transportError names the usual transient causes so that dead letters read well.

@@ -100,7 +100,8 @@ func (c *Client) holdsUsableLease() bool {
 	return ok && c.cfg.Clock.Now().Before(l.ExpiresAt())
 }
 
-// sleep waits d; false if ctx ended or Leave was called first. It is the default of Client.pause.
+// sleep waits d; false if ctx ended or Leave was called first (Leave's stop is why it is not
+// wallclock.Sleep, which ends on ctx alone). It is the default of Client.pause.
 func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

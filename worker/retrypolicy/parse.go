@@ -71,7 +71,7 @@ func Parse(name string, data []byte) (Set, error) {
 type entry struct {
 	maxAttempts int
 	maxDelay    time.Duration
-	statuses    map[int]Class
+	statuses    map[int]OutcomeKind
 }
 
 // over is p with what e sets replaced, status by status for the overrides.
@@ -83,7 +83,7 @@ func (e entry) over(p Policy) Policy {
 		p.MaxDelay = e.maxDelay
 	}
 	if len(e.statuses) > 0 {
-		merged := make(map[int]Class, len(p.Statuses)+len(e.statuses))
+		merged := make(map[int]OutcomeKind, len(p.Statuses)+len(e.statuses))
 		maps.Copy(merged, p.Statuses)
 		maps.Copy(merged, e.statuses)
 		p.Statuses = merged
@@ -91,13 +91,13 @@ func (e entry) over(p Policy) Policy {
 	return p
 }
 
-// The keys of an entry, and the class each status list gives.
+// The keys of an entry, and the kind each status list gives.
 const (
 	keyMaxAttempts = "max_attempts"
 	keyMaxDelay    = "max_delay"
 )
 
-var statusKeys = map[string]Class{
+var statusKeys = map[string]OutcomeKind{
 	"done_statuses":      Done,
 	"permanent_statuses": Permanent,
 	"transient_statuses": Transient,
@@ -206,7 +206,7 @@ func (ps parser) entry(n *yaml.Node) (entry, error) {
 			e.maxDelay, err = ps.maxDelay(v)
 		case isList:
 			if e.statuses == nil {
-				e.statuses = map[int]Class{}
+				e.statuses = map[int]OutcomeKind{}
 			}
 			err = ps.statuses(k.Value, class, v, e.statuses, where)
 		default:
@@ -246,7 +246,7 @@ func (ps parser) maxDelay(n *yaml.Node) (time.Duration, error) {
 
 // statuses adds the list n under key to into, refusing a status that where says another list
 // of the same entry already holds.
-func (ps parser) statuses(key string, class Class, n *yaml.Node, into map[int]Class, where map[int]listed) error {
+func (ps parser) statuses(key string, class OutcomeKind, n *yaml.Node, into map[int]OutcomeKind, where map[int]listed) error {
 	if n.Kind != yaml.SequenceNode {
 		return ps.errorf(n, "%s: want a list of HTTP statuses, not %s", key, describe(n))
 	}

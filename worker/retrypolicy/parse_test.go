@@ -15,13 +15,13 @@ func TestLoadTheExampleFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := Policy{MaxAttempts: 8, MaxDelay: 30 * time.Minute, Statuses: map[int]Class{503: Permanent}}
+	def := Policy{MaxAttempts: 8, MaxDelay: 30 * time.Minute, Statuses: map[int]OutcomeKind{503: Permanent}}
 	want := Set{
 		Default: def,
 		Steps: map[string]Policy{
 			// A step inherits what it does not set; its status lists merge with default's.
-			"Payment":   {MaxAttempts: 5, MaxDelay: 30 * time.Minute, Statuses: map[int]Class{503: Permanent, 409: Transient}},
-			"Inventory": {MaxAttempts: 8, MaxDelay: 2 * time.Hour, Statuses: map[int]Class{503: Transient, 404: Done}},
+			"Payment":   {MaxAttempts: 5, MaxDelay: 30 * time.Minute, Statuses: map[int]OutcomeKind{503: Permanent, 409: Transient}},
+			"Inventory": {MaxAttempts: 8, MaxDelay: 2 * time.Hour, Statuses: map[int]OutcomeKind{503: Transient, 404: Done}},
 			"Shipping":  def,
 		},
 	}

@@ -12,32 +12,40 @@ const (
 	DefaultMaxDelay    = 60 * time.Minute
 )
 
-// Class is what an execution's answer makes of a step, as a policy classifies a status. It is
-// not worker.OutcomeKind, though three values share their names: this package is imported by the
-// worker and by executors and cannot import them back, and an outcome has a fourth kind a status
-// never classifies into (NotSent: the call never left). The HTTP executor maps one onto the other.
-type Class int
+// OutcomeKind is what one execution makes of a step: the one name of that idea, used by the
+// policy (the kind a status classifies into) and by the worker (worker.Outcome.Kind, which names
+// it worker.OutcomeKind and re-exports the values for executors). It lives here because the
+// worker and its executors import this package and it cannot import them back.
+type OutcomeKind int
 
-// Classes. The zero value is no class, so that a missing override is never taken for one.
+// Outcome kinds. The zero value is none, so that a missing override is never taken for one and an
+// Executor must pick one.
 const (
-	// Done: the step happened; its marker becomes COMMITTED.
-	Done Class = iota + 1
+	// Done: the step happened (or had already happened); its marker becomes COMMITTED.
+	Done OutcomeKind = iota + 1
 	// Transient: the step may succeed later; it is recorded again into a later window.
 	Transient
 	// Permanent: the step will never succeed; it is dead-lettered at once.
 	Permanent
+	// NotSent: the call never reached the downstream (the executor refused to send it past its
+	// deadline). It is no outcome: no attempt is used, the row stays for a later pass. No status
+	// classifies into it, and the policy file cannot name it.
+	NotSent
 )
 
-func (c Class) String() string {
-	switch c {
+// String is the kind as the worker's metrics and reports label it.
+func (k OutcomeKind) String() string {
+	switch k {
 	case Done:
 		return "done"
 	case Transient:
 		return "transient"
 	case Permanent:
 		return "permanent"
+	case NotSent:
+		return "not_sent"
 	default:
-		return fmt.Sprintf("class(%d)", int(c))
+		return fmt.Sprintf("outcome(%d)", int(k))
 	}
 }
 
@@ -48,9 +56,9 @@ type Policy struct {
 	MaxAttempts int
 	// MaxDelay caps the backoff delay and a downstream's Retry-After.
 	MaxDelay time.Duration
-	// Statuses overrides the built-in class of the statuses it holds. Shared between copies of
-	// the Policy: read only.
-	Statuses map[int]Class
+	// Statuses overrides the built-in kind of the statuses it holds (Done, Transient or
+	// Permanent). Shared between copies of the Policy: read only.
+	Statuses map[int]OutcomeKind
 }
 
 // Default is the built-in policy: 10 attempts, 60 minutes, no overrides.
@@ -58,11 +66,16 @@ func Default() Policy {
 	return Policy{MaxAttempts: DefaultMaxAttempts, MaxDelay: DefaultMaxDelay}
 }
 
-// Classify is the class of an HTTP status under p: its override, else the built-in rule (see
-// the package documentation). Status 0 (no answer) is transient.
-func (p Policy) Classify(status int) Class {
-	if c, ok := p.Statuses[status]; ok {
-		return c
+// Classify is the kind of outcome an HTTP status means under p: its override, else the built-in
+// rule (see the package documentation). Status 0 (no answer) is transient. It is always Done,
+// Transient or Permanent: an override outside them (a Statuses map built by hand, not by Parse)
+// counts as transient, as an answer the policy cannot place does.
+func (p Policy) Classify(status int) OutcomeKind {
+	if k, ok := p.Statuses[status]; ok {
+		if k == Done || k == Permanent {
+			return k
+		}
+		return Transient
 	}
 	switch {
 	case isSuccess(status), status == http.StatusConflict:

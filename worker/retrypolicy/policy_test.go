@@ -8,7 +8,7 @@ import (
 func TestClassifyBuiltIn(t *testing.T) {
 	cases := []struct {
 		statuses []int
-		want     Class
+		want     OutcomeKind
 	}{
 		{[]int{200, 201, 202, 204, 299, 409}, Done},
 		{[]int{500, 502, 503, 504, 599, 408, 425, 429}, Transient},
@@ -28,8 +28,8 @@ func TestClassifyBuiltIn(t *testing.T) {
 
 func TestClassifyOverrides(t *testing.T) {
 	p := Default()
-	p.Statuses = map[int]Class{409: Transient, 404: Done, 503: Permanent, 302: Permanent}
-	cases := map[int]Class{
+	p.Statuses = map[int]OutcomeKind{409: Transient, 404: Done, 503: Permanent, 302: Permanent}
+	cases := map[int]OutcomeKind{
 		409: Transient, 404: Done, 503: Permanent, 302: Permanent,
 		// Statuses without an override keep the built-in rule.
 		200: Done, 500: Transient, 400: Permanent, 301: Transient,
@@ -58,10 +58,25 @@ func TestSetFor(t *testing.T) {
 	}
 }
 
-func TestClassString(t *testing.T) {
-	for c, want := range map[Class]string{Done: "done", Transient: "transient", Permanent: "permanent", 0: "class(0)"} {
-		if c.String() != want {
-			t.Errorf("%d.String() = %q, want %q", int(c), c.String(), want)
+func TestOutcomeKindString(t *testing.T) {
+	// The worker's metric labels and reports print these: they must not change.
+	for k, want := range map[OutcomeKind]string{Done: "done", Transient: "transient", Permanent: "permanent", NotSent: "not_sent", 0: "outcome(0)", 9: "outcome(9)"} {
+		if k.String() != want {
+			t.Errorf("%d.String() = %q, want %q", int(k), k.String(), want)
+		}
+	}
+}
+
+// TestClassifyOverrideOutsideTheThreeIsTransient: a Statuses map built by hand may hold a kind no
+// status can mean (none, NotSent, an unknown value); the answer then counts as transient, as the
+// HTTP executor counted it before the policy and the worker shared one kind.
+func TestClassifyOverrideOutsideTheThreeIsTransient(t *testing.T) {
+	p := Default()
+	p.Statuses = map[int]OutcomeKind{404: 0, 500: NotSent, 400: 9, 409: Permanent}
+	cases := map[int]OutcomeKind{404: Transient, 500: Transient, 400: Transient, 409: Permanent}
+	for s, want := range cases {
+		if got := p.Classify(s); got != want {
+			t.Errorf("Classify(%d) with override %v = %v, want %v", s, p.Statuses[s], got, want)
 		}
 	}
 }
