@@ -16,9 +16,10 @@ import (
 // target is a Cassandra the cluster figure drains on: the shared single node or the cluster,
 // each with the replication of the keyspaces the runs create on it.
 type target struct {
-	name string
-	s    *gocql.Session
-	repl cassandra.Replication
+	name  string
+	hosts []string
+	s     *gocql.Session
+	repl  cassandra.Replication
 	// replText is repl as given on the command line, for the tables.
 	replText string
 }
@@ -40,7 +41,7 @@ func newKeyspace(ctx context.Context, t target, what string) (string, error) {
 // runTarget writes and drains o.total failures on t, segment by segment, as runOurs does without
 // the tombstone probes, and says where the CPU went in each phase: the recorder writing a segment,
 // then the workers draining it.
-func runTarget(ctx context.Context, kit *benchkit.Flags, o options, t target, workers int) (string, error) {
+func runTarget(ctx context.Context, kit *benchkit.Flags, o options, t target, workers int, cpu cpuClasses, names []string) (string, error) {
 	ks, err := newKeyspace(ctx, t, fmt.Sprintf("drain_%s_w%d", t.name, workers))
 	if err != nil {
 		return "", err
@@ -61,12 +62,13 @@ func runTarget(ctx context.Context, kit *benchkit.Flags, o options, t target, wo
 	cores := runtime.NumCPU()
 
 	fmt.Printf("\n## %s (replication %s), %d worker(s), keyspace %s, load avg %s\n\n", t.name, t.replText, workers, ks, benchkit.LoadAvg())
-	fmt.Printf("| phase | failures | s | per s | %s |\n", cpuHeader)
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	head, align := cpuHeader(names)
+	fmt.Printf("| phase | failures | s | per s | %s |\n", head)
+	fmt.Printf("|---|---:|---:|---:|%s\n", align)
 	var rec, drain cpuSpan
 	processed := 0
 	for processed < o.total && ctx.Err() == nil {
-		s0, err := takeCPU(o.clusterDir)
+		s0, err := cpu.take()
 		if err != nil {
 			return "", err
 		}
@@ -74,13 +76,13 @@ func runTarget(ctx context.Context, kit *benchkit.Flags, o options, t target, wo
 		if err != nil {
 			return "", err
 		}
-		s1, err := takeCPU(o.clusterDir)
+		s1, err := cpu.take()
 		if err != nil {
 			return "", err
 		}
 		calls := exec.Calls.Load()
 		dr := benchkit.DrainAll(ctx, scanners, 50)
-		s2, err := takeCPU(o.clusterDir)
+		s2, err := cpu.take()
 		if err != nil {
 			return "", err
 		}
@@ -93,24 +95,29 @@ func runTarget(ctx context.Context, kit *benchkit.Flags, o options, t target, wo
 		}
 		processed += n
 		r, d := s1.since(s0), s2.since(s1)
-		fmt.Printf("| record | %d | %.1f | %.0f | %s |\n", n, r.wall.Seconds(), float64(n)/r.wall.Seconds(), r.cells(cores))
-		fmt.Printf("| drain | %d | %.1f | %.0f | %s |\n", n, d.wall.Seconds(), float64(n)/d.wall.Seconds(), d.cells(cores))
+		fmt.Printf("| record | %d | %.1f | %.0f | %s |\n", n, r.wall.Seconds(), float64(n)/r.wall.Seconds(), r.cells(names, cores))
+		fmt.Printf("| drain | %d | %.1f | %.0f | %s |\n", n, d.wall.Seconds(), float64(n)/d.wall.Seconds(), d.cells(names, cores))
 		rec, drain = rec.add(r), drain.add(d)
 	}
 	return fmt.Sprintf("| %s | %s | %d | %d | %.0f | %.0f | %s |", t.name, t.replText, workers, processed,
-		float64(processed)/rec.wall.Seconds(), float64(processed)/drain.wall.Seconds(), drain.cells(cores)), nil
+		float64(processed)/rec.wall.Seconds(), float64(processed)/drain.wall.Seconds(), drain.cells(names, cores)), nil
 }
 
 // runCompare drains the same load on each target with each worker count, one after the other.
 func runCompare(ctx context.Context, kit *benchkit.Flags, o options, targets []target) []string {
 	var summary []string
+	cpu := newCPUClasses(targets)
+	var names []string
+	for _, t := range targets {
+		names = append(names, t.name)
+	}
 	for _, w := range o.workers {
 		for _, t := range targets {
 			if ctx.Err() != nil {
 				return summary
 			}
 			runCtx, cancel := context.WithTimeout(ctx, o.maxRun)
-			line, err := runTarget(runCtx, kit, o, t, w)
+			line, err := runTarget(runCtx, kit, o, t, w, cpu, names)
 			cancel()
 			if err != nil {
 				line = fmt.Sprintf("| %s | %s | %d | run failed: %v |", t.name, t.replText, w, err)
@@ -121,42 +128,49 @@ func runCompare(ctx context.Context, kit *benchkit.Flags, o options, targets []t
 	return summary
 }
 
-// runCluster is the cluster figure: the drain on the single node (replication 1) and on the
-// cluster (o.clusterRepl) for each worker count, then, with o.killNode, the recovery drains.
+// runCluster is the cluster figure: the drain on the shared single node and on o.own, both of
+// replication 1, and on the cluster (o.clusterRepl), for each worker count; then, with
+// o.killNode, the recovery drains on the cluster.
 func runCluster(ctx context.Context, kit *benchkit.Flags, o options) {
-	single, err := connect(ctx, []string{kit.Addr}, o.consistency)
-	if err != nil {
-		benchkit.Fail(fmt.Errorf("single node %s: %w", kit.Addr, err))
-	}
-	defer single.Close()
-	clus, err := connect(ctx, o.cluster, o.consistency)
-	if err != nil {
-		benchkit.Fail(fmt.Errorf("cluster %v: %w", o.cluster, err))
-	}
-	defer clus.Close()
 	repl, err := cassandra.ParseReplication(o.clusterRepl)
 	if err != nil {
 		benchkit.Fail(err)
+	}
+	targets := []target{{name: "shared", hosts: []string{kit.Addr}, repl: cassandra.Replication{Factor: 1}, replText: "1"}}
+	if o.own != "" {
+		targets = append(targets, target{name: "own", hosts: []string{o.own}, repl: cassandra.Replication{Factor: 1}, replText: "1"})
+	}
+	targets = append(targets, target{name: "cluster", hosts: o.cluster, repl: repl, replText: o.clusterRepl})
+	for i := range targets {
+		t := &targets[i]
+		if t.s, err = connect(ctx, t.hosts, o.consistency); err != nil {
+			benchkit.Fail(fmt.Errorf("%s %v: %w", t.name, t.hosts, err))
+		}
+		defer t.s.Close()
 	}
 	consistency := o.consistency
 	if consistency == "" {
 		consistency = cassandra.DefaultConsistency
 	}
-	benchkit.Describe(ctx, single).Print(os.Stdout, benchkit.Command())
-	fmt.Printf("cluster:   %v, replication %s; consistency %s on both; CPU of JVMs under %s counts as the cluster's\n",
-		o.cluster, o.clusterRepl, consistency, o.clusterDir)
-	targets := []target{
-		{name: "single", s: single, repl: cassandra.Replication{Factor: 1}, replText: "1"},
-		{name: "cluster", s: clus, repl: repl, replText: o.clusterRepl},
+	benchkit.Describe(ctx, targets[0].s).Print(os.Stdout, benchkit.Command())
+	for _, t := range targets[1:] {
+		m := benchkit.Describe(ctx, t.s)
+		fmt.Printf("%-10s %v, %s, commitlog_sync %s, replication %s\n", t.name+":", t.hosts, m.Cassandra, m.CommitLog, t.replText)
 	}
+	fmt.Printf("consistency %s on every target; CPU of a Cassandra JVM counts for the target whose host is its listen_address\n", consistency)
 	summary := runCompare(ctx, kit, o, targets)
+	var names []string
+	for _, t := range targets {
+		names = append(names, t.name)
+	}
+	head, align := cpuHeader(names)
 	fmt.Printf("\n## Summary (load avg at the end: %s)\n\n", benchkit.LoadAvg())
-	fmt.Printf("| target | replication | workers | processed | record per s | drain per s | drain: %s |\n", cpuHeader)
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Printf("| target | replication | workers | processed | record per s | drain per s | drain: %s |\n", head)
+	fmt.Printf("|---|---|---:|---:|---:|---:|%s\n", align)
 	for _, l := range summary {
 		fmt.Println(l)
 	}
 	if o.killNode > 0 && ctx.Err() == nil {
-		runRecoveries(ctx, kit, o, targets[1])
+		runRecoveries(ctx, kit, o, targets[len(targets)-1])
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +28,7 @@ type options struct {
 	cluster       []string
 	clusterRepl   string
 	consistency   string
-	clusterDir    string
+	own           string
 	killNode      int
 	killAfter     time.Duration
 	restartAfter  time.Duration
@@ -53,10 +52,10 @@ func main() {
 	fs.IntVar(&o.page, "page", 500, "rows per read: the worker's page size and the naive poll's LIMIT")
 	fs.DurationVar(&o.maxRun, "max-run", 20*time.Minute, "stop a run that takes longer")
 	var cluster string
-	fs.StringVar(&cluster, "cluster", "", "contact points of a Cassandra cluster, comma-separated: run ours on -cassandra (replication 1) and on the cluster (-cluster-replication), with the CPU of each process class (needs -impl ours)")
+	fs.StringVar(&cluster, "cluster", "", "contact points of a Cassandra cluster, comma-separated: run ours on -cassandra (replication 1), -own, and on the cluster (-cluster-replication), with the CPU of each process class (needs -impl ours)")
 	fs.StringVar(&o.clusterRepl, "cluster-replication", "dc1=3", "replication of the keyspaces on -cluster, as schema apply --replication takes it")
 	fs.StringVar(&o.consistency, "consistency", "", "consistency of every read and write with -cluster, on both targets (default the product's, LOCAL_QUORUM)")
-	fs.StringVar(&o.clusterDir, "cluster-dir", ".cassandra-cluster", "with -cluster: the cluster's directory (scripts/cassandra.sh's CASSANDRA_CLUSTER_DIR); a Cassandra JVM whose storage is under it counts as the cluster's")
+	fs.StringVar(&o.own, "own", "", "with -cluster: host:port of a single node of the cluster nodes' settings, drained as a third target (replication 1)")
 	fs.IntVar(&o.killNode, "kill-node", 0, "with -cluster: after the drains, the recovery figure: drain -recovery-total on the cluster, once as it is and once with node K SIGKILLed (0: no recovery figure)")
 	fs.DurationVar(&o.killAfter, "kill-after", 5*time.Second, "time into the recovery drain at which node -kill-node is killed")
 	fs.DurationVar(&o.restartAfter, "restart-after", 15*time.Second, "time after the kill at which the node is started again (cluster-start, which waits for it)")
@@ -90,11 +89,6 @@ func main() {
 		if o.recoveryTotal%(o.instances*o.rows) != 0 {
 			benchkit.Fail(fmt.Errorf("-recovery-total %d must be a multiple of -instances × -rows = %d", o.recoveryTotal, o.instances*o.rows))
 		}
-		dir, err := filepath.Abs(o.clusterDir)
-		if err != nil {
-			benchkit.Fail(err)
-		}
-		o.clusterDir = dir
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
