@@ -203,13 +203,13 @@ bench-ring: build
 
 # Figure 19: the drain on the 3-node cluster (RF 3, LOCAL_QUORUM) vs the shared single node, with
 # the CPU of each process class, then a drain with node 3 SIGKILLed and restarted against one
-# without (~20 minutes on 2 busy cores). Starts the cluster on fresh data and stops and wipes it
+# without (~25 minutes on 2 busy cores). Starts the cluster on fresh data and stops and wipes it
 # after, as test-cluster does.
 bench-cluster: cassandra-start
 	scripts/cassandra.sh cluster-wipe
 	scripts/cassandra.sh cluster-start
 	$(GO) run ./bench/drain -cluster 127.0.0.2:9042,127.0.0.3:9042,127.0.0.4:9042 -impl ours -total 15000 -segment 15000 \
-		-workers 1,3 -kill-node 3 -kill-after 5s -restart-after 15s -recovery-total 30000; \
+		-workers 1,3 -kill-node 3 -kill-after 20s -restart-after 10s -recovery-total 120000; \
 	status=$$?; scripts/cassandra.sh cluster-stop; scripts/cassandra.sh cluster-wipe; exit $$status
 
 # Figures 6-9 (replay, outage, rate limit, pause): real processes and the shared Cassandra, ~40 minutes.

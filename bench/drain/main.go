@@ -57,9 +57,9 @@ func main() {
 	fs.StringVar(&o.consistency, "consistency", "", "consistency of every read and write with -cluster, on both targets (default the product's, LOCAL_QUORUM)")
 	fs.StringVar(&o.own, "own", "", "with -cluster: host:port of a single node of the cluster nodes' settings, drained as a third target (replication 1)")
 	fs.IntVar(&o.killNode, "kill-node", 0, "with -cluster: after the drains, the recovery figure: drain -recovery-total on the cluster, once as it is and once with node K SIGKILLed (0: no recovery figure)")
-	fs.DurationVar(&o.killAfter, "kill-after", 5*time.Second, "time into the recovery drain at which node -kill-node is killed")
-	fs.DurationVar(&o.restartAfter, "restart-after", 15*time.Second, "time after the kill at which the node is started again (cluster-start, which waits for it)")
-	fs.IntVar(&o.recoveryTotal, "recovery-total", 30_000, "failures of each recovery drain, drained by the largest -workers count")
+	fs.DurationVar(&o.killAfter, "kill-after", 20*time.Second, "time into the recovery drain at which node -kill-node is killed")
+	fs.DurationVar(&o.restartAfter, "restart-after", 10*time.Second, "time after the kill at which the node is started again (cluster-start, which waits for it)")
+	fs.IntVar(&o.recoveryTotal, "recovery-total", 120_000, "failures of each recovery drain, drained by the largest -workers count")
 	fs.StringVar(&o.clusterScript, "cluster-script", "scripts/cassandra.sh", "the script whose cluster-kill and cluster-start kill and restart the node")
 	_ = fs.Parse(os.Args[1:])
 	for _, w := range strings.Split(workers, ",") {

@@ -139,9 +139,10 @@ func clusterScript(ctx context.Context, script string, args ...string) error {
 	return nil
 }
 
-// recoveryRow is r as a table row. The rates are taken in the 10 s before and after the kill
-// run's kill (offset from the start of each drain, so that the baseline is read at the same
-// moments) and in the 10 s after its node was back.
+// recoveryRow is r as a table row. The rates are taken in the 10 s before (from the drain's
+// start at the earliest) and after the kill run's kill, from the kill until the node was back
+// (or the drain ended), and in the 10 s after the node was back; all at offsets from the start of
+// each drain, so that the baseline is read at the same moments.
 func recoveryRow(r, killed *recovery) string {
 	const span = 10 * time.Second
 	killOff := killed.killAt.Sub(killed.start)
@@ -153,15 +154,19 @@ func recoveryRow(r, killed *recovery) string {
 		name = "node killed"
 	}
 	afterUp := "drained before the node was back"
+	down := r.end // the drain's span without the node: up to its return, or the drain's end
 	if killed.upAt.IsZero() {
 		afterUp = "node not restarted"
 	} else if at(upOff).Before(r.end) {
 		afterUp = fmt.Sprintf("%.0f", rate(r.execs, at(upOff), span))
+		down = at(upOff)
 	}
-	return fmt.Sprintf("| %s | %d | %.1f | %.0f | %.2f s at +%.1f s | %.0f | %.0f | %s | %d | %d | %d |",
+	// The span before the kill starts no earlier than the drain.
+	before := max(killOff-span, 0)
+	return fmt.Sprintf("| %s | %d | %.1f | %.0f | %.2f s at +%.1f s | %.0f | %.0f | %.0f | %s | %d | %d | %d |",
 		name, r.written, r.end.Sub(r.start).Seconds(), float64(r.distinct)/r.end.Sub(r.start).Seconds(),
-		gap.Seconds(), after.Sub(r.start).Seconds(), rate(r.execs, at(killOff-span), span), rate(r.execs, at(killOff), span),
-		afterUp, twice(r.execs), r.written-r.distinct, r.cycleFails)
+		gap.Seconds(), after.Sub(r.start).Seconds(), rate(r.execs, at(before), killOff-before), rate(r.execs, at(killOff), span),
+		rate(r.execs, at(killOff), down.Sub(at(killOff))), afterUp, twice(r.execs), r.written-r.distinct, r.cycleFails)
 }
 
 // runRecoveries runs the baseline and then the drain with a node killed, and prints both.
@@ -186,8 +191,8 @@ func runRecoveries(ctx context.Context, kit *benchkit.Flags, o options, t target
 		o.killNode, killed.killAt.Sub(killed.start).Seconds(), killed.restartAt.Sub(killed.killAt).Seconds(), killed.upAt.Sub(killed.killAt).Seconds())
 	fmt.Println("Rates are executions per second in 10 s spans at the kill run's offsets from the start of each drain.")
 	fmt.Println()
-	fmt.Println("| run | failures | drain s | per s | longest gap between executions | per s, 10 s before the kill | per s, 10 s after the kill | per s, 10 s after the node was back | executed twice | lost | cycle errors |")
-	fmt.Println("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| run | failures | drain s | per s | longest gap between executions | per s, 10 s before the kill | per s, 10 s after the kill | per s, kill to node back (or drain end) | per s, 10 s after the node was back | executed twice | lost | cycle errors |")
+	fmt.Println("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range runs {
 		fmt.Println(recoveryRow(r, killed))
 	}

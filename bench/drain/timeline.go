@@ -75,8 +75,11 @@ func longestGap(es []execution) (time.Duration, time.Time) {
 	return gap, after
 }
 
-// rate is the executions per second that began in [from, from+d).
+// rate is the executions per second that began in [from, from+d); 0 for an empty span.
 func rate(es []execution, from time.Time, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
 	to := from.Add(d)
 	n := 0
 	for _, e := range es {

@@ -26,6 +26,9 @@ func TestTimelineFigures(t *testing.T) {
 	if r := rate(es, at(3200), 2*time.Second); r != 2 {
 		t.Errorf("rate from 3.2 s over 2 s %v, want 2 (4 executions / 2 s)", r)
 	}
+	if r := rate(es, t0, 0); r != 0 {
+		t.Errorf("rate over an empty span %v, want 0", r)
+	}
 	if n := twice(es); n != 2 {
 		t.Errorf("executed twice %d, want 2 (a and b)", n)
 	}
