@@ -158,6 +158,12 @@ func runCluster(ctx context.Context, kit *benchkit.Flags, o options) {
 		fmt.Printf("%-10s %v, %s, commitlog_sync %s, replication %s\n", t.name+":", t.hosts, m.Cassandra, m.CommitLog, t.replText)
 	}
 	fmt.Printf("consistency %s on every target; CPU of a Cassandra JVM counts for the target whose host is its listen_address\n", consistency)
+	if !o.compare {
+		if o.killNode > 0 {
+			runRecoveries(ctx, kit, o, targets[len(targets)-1])
+		}
+		return
+	}
 	summary := runCompare(ctx, kit, o, targets)
 	var names []string
 	for _, t := range targets {

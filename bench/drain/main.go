@@ -34,6 +34,7 @@ type options struct {
 	restartAfter  time.Duration
 	recoveryTotal int
 	clusterScript string
+	compare       bool
 }
 
 func main() {
@@ -61,6 +62,7 @@ func main() {
 	fs.DurationVar(&o.restartAfter, "restart-after", 10*time.Second, "time after the kill at which the node is started again (cluster-start, which waits for it)")
 	fs.IntVar(&o.recoveryTotal, "recovery-total", 120_000, "failures of each recovery drain, drained by the largest -workers count")
 	fs.StringVar(&o.clusterScript, "cluster-script", "scripts/cassandra.sh", "the script whose cluster-kill and cluster-start kill and restart the node")
+	fs.BoolVar(&o.compare, "compare", true, "with -cluster: drain -total on every target (false: the recovery figure alone)")
 	_ = fs.Parse(os.Args[1:])
 	for _, w := range strings.Split(workers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
