@@ -173,6 +173,10 @@ func recoveryRow(r, killed *recovery) string {
 func runRecoveries(ctx context.Context, kit *benchkit.Flags, o options, t target) {
 	var runs []*recovery
 	for _, kill := range []bool{false, true} {
+		if ctx.Err() != nil {
+			fmt.Printf("\nrecovery stopped: %v\n", ctx.Err())
+			return
+		}
 		runCtx, cancel := context.WithTimeout(ctx, o.maxRun)
 		r, err := runRecovery(runCtx, kit, o, t, kill)
 		cancel()
