@@ -15,7 +15,7 @@ export CASSANDRA_TOMBSTONE_WARN ?= 100
 # average of 11 (its 100,000-row tombstone acceptance test alone 16 min); alone it takes 6-10.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test test-unit test-go lint vet fmt demo chaos bench bench-ring bench-flow bench-swarm clean \
+.PHONY: all build test test-unit test-go lint vet fmt demo chaos bench bench-ring bench-cluster bench-flow bench-swarm clean \
         chart-check image image-deps cassandra-fetch cassandra-start cassandra-stop cassandra-status cassandra-drain cassandra-kill cassandra-logs conformance-deps chromium \
         cassandra-cluster-start cassandra-cluster-stop cassandra-cluster-status test-cluster
 
@@ -200,6 +200,22 @@ bench: build cassandra-start
 
 bench-ring: build
 	$(GO) run ./bench/ringbench -timing old,new
+
+# Figure 19: the drain on the 3-node cluster (RF 3, LOCAL_QUORUM) vs the shared single node and a
+# single node of the cluster nodes' settings on 127.0.0.5 (512M heap, commitlog_sync periodic), with
+# the CPU of each process class, then a drain with node 3 SIGKILLed and restarted against one
+# without (~25 minutes on 2 busy cores). Starts the cluster on fresh data and the extra node, and
+# stops and wipes both after, as test-cluster does.
+OWN_NODE = CASSANDRA_HOME_DIR=$(abspath .cassandra-own) CASSANDRA_LIB_DIR=$(abspath .cassandra/lib) \
+	CASSANDRA_LISTEN_ADDRESS=127.0.0.5 CASSANDRA_JMX_PORT=7399 CASSANDRA_HEAP=512M CASSANDRA_CLUSTER_NAME=retryring-own
+bench-cluster: cassandra-start
+	scripts/cassandra.sh cluster-wipe
+	scripts/cassandra.sh cluster-start
+	$(OWN_NODE) scripts/cassandra.sh start
+	$(GO) run ./bench/drain -cluster 127.0.0.2:9042,127.0.0.3:9042,127.0.0.4:9042 -own 127.0.0.5:9042 -impl ours \
+		-total 15000 -segment 15000 -workers 1,3 -kill-node 3 -kill-after 20s -restart-after 10s -recovery-total 120000; \
+	status=$$?; $(OWN_NODE) scripts/cassandra.sh stop; rm -rf .cassandra-own; \
+	scripts/cassandra.sh cluster-stop; scripts/cassandra.sh cluster-wipe; exit $$status
 
 # Figures 6-9 (replay, outage, rate limit, pause): real processes and the shared Cassandra, ~40 minutes.
 bench-flow: build cassandra-start

@@ -20,7 +20,22 @@
 // keyspace that its logs show over tombstone_warn_threshold or aborted at the failure threshold. Every run uses a keyspace of its own (bench_drain_*),
 // dropped at the end unless -keep.
 //
+// With -cluster it measures figure 19 instead (issue 19): ours alone, the same load on the shared
+// single node (-cassandra, replication 1), on -own (a single node started with the cluster nodes'
+// settings, replication 1) and on the cluster (-cluster-replication, dc1=3), all at -consistency
+// (the product's LOCAL_QUORUM), with no tombstone probe. Each segment's record and drain phases
+// report the CPU seconds of each target's Cassandra JVMs (a JVM belongs to the target whose host is
+// the listen_address of its cassandra.yaml), of the other Cassandra JVMs, of this process (the
+// recorder, then the in-process workers) and of the rest of the machine (/proc/stat), so that a
+// reader sees where the 2 cores went. With -kill-node K it then drains -recovery-total on the
+// cluster twice, with the largest -workers count: as it is, and with node K SIGKILLed -kill-after
+// into the drain and started again -restart-after later (scripts/cassandra.sh cluster-kill and
+// cluster-start); it reports the longest gap between executions, the rates around the kill and
+// after the node's return, the transactions executed twice and the ones never executed (lost).
+//
 // It must never assert on a timing, run without a bound (-max-run), or touch another keyspace.
 //
 //	go run ./bench/drain -total 150000 -segment 15000 -workers 1,3 -impl ours,naive,naive+markers
+//	go run ./bench/drain -cluster 127.0.0.2:9042,127.0.0.3:9042,127.0.0.4:9042 -own 127.0.0.5:9042 -impl ours \
+//		-total 15000 -segment 15000 -workers 1,3 -kill-node 3
 package main

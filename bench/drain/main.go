@@ -23,6 +23,18 @@ type options struct {
 	instances, rows int
 	page            int
 	maxRun          time.Duration
+
+	// The cluster figure (-cluster): the same drain on the single node and on a cluster.
+	cluster       []string
+	clusterRepl   string
+	consistency   string
+	own           string
+	killNode      int
+	killAfter     time.Duration
+	restartAfter  time.Duration
+	recoveryTotal int
+	clusterScript string
+	compare       bool
 }
 
 func main() {
@@ -40,6 +52,17 @@ func main() {
 	fs.IntVar(&o.rows, "rows", 500, "ours: failures per instance per window")
 	fs.IntVar(&o.page, "page", 500, "rows per read: the worker's page size and the naive poll's LIMIT")
 	fs.DurationVar(&o.maxRun, "max-run", 20*time.Minute, "stop a run that takes longer")
+	var cluster string
+	fs.StringVar(&cluster, "cluster", "", "contact points of a Cassandra cluster, comma-separated: run ours on -cassandra (replication 1), -own, and on the cluster (-cluster-replication), with the CPU of each process class (needs -impl ours)")
+	fs.StringVar(&o.clusterRepl, "cluster-replication", "dc1=3", "replication of the keyspaces on -cluster, as schema apply --replication takes it")
+	fs.StringVar(&o.consistency, "consistency", "", "consistency of every read and write with -cluster, on both targets (default the product's, LOCAL_QUORUM)")
+	fs.StringVar(&o.own, "own", "", "with -cluster: host:port of a single node of the cluster nodes' settings, drained as a third target (replication 1)")
+	fs.IntVar(&o.killNode, "kill-node", 0, "with -cluster: after the drains, the recovery figure: drain -recovery-total on the cluster, once as it is and once with node K SIGKILLed (0: no recovery figure)")
+	fs.DurationVar(&o.killAfter, "kill-after", 20*time.Second, "time into the recovery drain at which node -kill-node is killed")
+	fs.DurationVar(&o.restartAfter, "restart-after", 10*time.Second, "time after the kill at which the node is started again (cluster-start, which waits for it)")
+	fs.IntVar(&o.recoveryTotal, "recovery-total", 120_000, "failures of each recovery drain, drained by the largest -workers count")
+	fs.StringVar(&o.clusterScript, "cluster-script", "scripts/cassandra.sh", "the script whose cluster-kill and cluster-start kill and restart the node")
+	fs.BoolVar(&o.compare, "compare", true, "with -cluster: drain -total on every target (false: the recovery figure alone)")
 	_ = fs.Parse(os.Args[1:])
 	for _, w := range strings.Split(workers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
@@ -58,8 +81,24 @@ func main() {
 		benchkit.Fail(fmt.Errorf("-segment %d must be a multiple of -instances × -rows = %d", o.segment, o.instances*o.rows))
 	}
 
+	if cluster != "" {
+		for _, h := range strings.Split(cluster, ",") {
+			o.cluster = append(o.cluster, strings.TrimSpace(h))
+		}
+		if len(o.impls) != 1 || o.impls[0] != "ours" {
+			benchkit.Fail(fmt.Errorf("-cluster measures ours only: give -impl ours (got %q)", impls))
+		}
+		if o.recoveryTotal%(o.instances*o.rows) != 0 {
+			benchkit.Fail(fmt.Errorf("-recovery-total %d must be a multiple of -instances × -rows = %d", o.recoveryTotal, o.instances*o.rows))
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if o.cluster != nil {
+		runCluster(ctx, &kit, o)
+		return
+	}
 	s, err := kit.Connect(ctx)
 	if err != nil {
 		benchkit.Fail(err)
