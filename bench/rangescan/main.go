@@ -42,8 +42,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, kit, *instances, *share, counts, *rounds); err != nil {
-		fmt.Fprintln(os.Stderr, "rangescan:", err)
-		os.Exit(1)
+		benchkit.Fail(err)
 	}
 }
 
