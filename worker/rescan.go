@@ -13,11 +13,13 @@ import (
 //
 // Per window it keeps the ranges this process listed instances for at its last visit. A window it
 // has not visited yet (a new one, in the normal course) is compared with the ranges of the last
-// visit of the cycle before, so that a new window is not a re-scan while ranges gained since are;
-// in the process's first cycle every visit is one. It is touched only by the goroutine running
-// the cycle.
+// visit of the cycle before, or, after a cycle that found no window, with the ranges it held at
+// that cycle's end: a window that appears later under the same ranges is not a re-scan, while
+// ranges gained since are. Until a cycle of this process ended holding a lease or having visited
+// a window, every visit is one (after its start). It is touched only by the goroutine running the
+// cycle.
 type rescans struct {
-	started bool                           // a cycle of this process visited a window
+	started bool                           // a cycle of this process ended holding a lease or having visited a window
 	last    lease.Ranges                   // ranges of the last visit of the cycle before
 	current lease.Ranges                   // ranges of the last visit of the cycle under way
 	covered map[window.Window]lease.Ranges // ranges of each window's last visit
@@ -38,10 +40,14 @@ func (r *rescans) window(w window.Window, ranges lease.Ranges) (gained lease.Ran
 	return ranges.Subtract(before), !r.started
 }
 
-// cycleEnded forgets the windows the cycle did not visit (deleted, or no longer listed).
-func (r *rescans) cycleEnded() {
-	if len(r.visited) > 0 {
+// cycleEnded forgets the windows the cycle did not visit (deleted, or no longer listed); held are
+// the ranges of the lease held at the cycle's end, if ok.
+func (r *rescans) cycleEnded(held lease.Ranges, ok bool) {
+	switch {
+	case len(r.visited) > 0:
 		r.started, r.last = true, r.current
+	case ok:
+		r.started, r.last = true, held
 	}
 	for w := range r.covered {
 		if !r.visited[w] {

@@ -32,7 +32,7 @@ func TestRescansCountOnlyTokensNotCoveredBefore(t *testing.T) {
 	if !start || !gained.Equal(low) {
 		t.Fatalf("second window of the first cycle: gained %v start %v, want %v and start", gained, start, low)
 	}
-	r.cycleEnded()
+	r.cycleEnded(nil, false)
 
 	if gained, start = r.window(w1, low); start || !gained.Empty() {
 		t.Fatalf("same ranges again: gained %v start %v, want none", gained, start)
@@ -41,7 +41,7 @@ func TestRescansCountOnlyTokensNotCoveredBefore(t *testing.T) {
 	if gained, _ = r.window(w2, full); !gained.Equal(high) {
 		t.Fatalf("after a handover of the high half: gained %v, want %v", gained, high)
 	}
-	r.cycleEnded()
+	r.cycleEnded(nil, false)
 
 	w3 := w2.Next() // new to the process: compared with the last ranges of the cycle before
 	if gained, _ = r.window(w3, full); !gained.Empty() {
@@ -50,10 +50,23 @@ func TestRescansCountOnlyTokensNotCoveredBefore(t *testing.T) {
 	if gained, _ = r.window(w1, full); !gained.Equal(high) {
 		t.Fatalf("w1, last visited under the low half: gained %v, want %v", gained, high)
 	}
-	r.cycleEnded()
-	r.cycleEnded() // a cycle that visited nothing forgets every window
+	r.cycleEnded(nil, false)
+	r.cycleEnded(nil, false) // a cycle that visited nothing forgets every window
 	if len(r.covered) != 0 || !r.started || !r.last.Equal(full) {
 		t.Fatalf("after an empty cycle: covered %v started %v last %v", r.covered, r.started, r.last)
+	}
+
+	// A process whose first cycles held a lease but found no window: a window that appears later
+	// under the same ranges is no re-scan, neither after a start nor after a handover.
+	var idle rescans
+	idle.cycleEnded(low, true)
+	if gained, start = idle.window(w1, low); start || !gained.Empty() {
+		t.Fatalf("a new window after an idle cycle under the same ranges: gained %v start %v, want none", gained, start)
+	}
+	idle.cycleEnded(nil, false)
+	idle.cycleEnded(full, true)
+	if gained, start = idle.window(w2, full); start || !gained.Empty() {
+		t.Fatalf("a new window after an idle cycle under ranges gained before it: gained %v start %v, want none", gained, start)
 	}
 }
 

@@ -74,7 +74,8 @@ func (s *Scanner) Cycle(ctx context.Context) (CycleResult, error) {
 	case !s.stops(ctx, err):
 		s.backlog.publish(p, dir)
 	}
-	s.rescans.cycleEnded()
+	held, ok := s.guard.Current()
+	s.rescans.cycleEnded(held.Ranges, ok)
 	s.count(&s.stats.Cycles)
 	res.Stats = s.Stats().Sub(before)
 	return res, err
