@@ -38,6 +38,9 @@ func (l *load) run(ctx context.Context) {
 				TransactionID: id, InstanceID: fmt.Sprintf("%sinst-%d", l.prefix, n%l.instances),
 				ImplType: "PaymentStep", AllocationKey: "k",
 			})
+			if ctx.Err() != nil {
+				return // the write the stop cut short: not recorded, not a failure
+			}
 			l.mu.Lock()
 			if err != nil {
 				l.errs++

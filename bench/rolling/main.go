@@ -191,6 +191,9 @@ func (o *options) run(ctx context.Context, s *gocql.Session, mode string) (res r
 				res.steps = append(res.steps, step)
 			}
 		}
+		if err := settle(ctx, c); err != nil {
+			return res, err
+		}
 	}
 	if o.joinLeave {
 		mark("join")
@@ -198,7 +201,7 @@ func (o *options) run(ctx context.Context, s *gocql.Session, mode string) (res r
 		if err != nil {
 			return res, err
 		}
-		if _, err := waitSettled(ctx, c); err != nil {
+		if err := settle(ctx, c); err != nil {
 			return res, err
 		}
 		mark("leave")
@@ -206,7 +209,7 @@ func (o *options) run(ctx context.Context, s *gocql.Session, mode string) (res r
 		if err := wk.Term(proc.DefaultTermWait); err != nil {
 			return res, fmt.Errorf("%s: SIGTERM: %w", wk.ID, err)
 		}
-		if _, err := waitSettled(ctx, c); err != nil {
+		if err := settle(ctx, c); err != nil {
 			return res, err
 		}
 	}
@@ -285,6 +288,43 @@ func waitHolding(ctx context.Context, c *proc.Cluster, wk *proc.Worker) error {
 			return fmt.Errorf("%s holds no lease: %w", wk.ID, err)
 		}
 	}
+}
+
+// settle ends a phase of changes: it waits until the ring is settled with the running workers,
+// then until each of them has ended two more cycles. A worker counts its re-scans as its cycles
+// visit the windows, and under load a cycle lasts as long as a window's drain (tens of seconds):
+// the cycle under way at the change may still have run on the old ranges, the next one has not.
+// Without the wait a phase's re-scans would show up in the next phase.
+func settle(ctx context.Context, c *proc.Cluster) error {
+	if _, err := waitSettled(ctx, c); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cycles := func(wk *proc.Worker) float64 {
+		m, err := wk.Metrics(ctx)
+		if err != nil {
+			return -1
+		}
+		return m.Sum("retryring_worker_cycles_total")
+	}
+	from := map[*proc.Worker]float64{}
+	for _, wk := range c.Workers() {
+		if wk.Running() {
+			from[wk] = cycles(wk)
+		}
+	}
+	for wk, n := range from {
+		for n < 0 || cycles(wk) < n+2 {
+			if n < 0 {
+				n = cycles(wk)
+			}
+			if err := sleep(ctx, 250*time.Millisecond); err != nil {
+				return fmt.Errorf("%s did not end two cycles: %w", wk.ID, err)
+			}
+		}
+	}
+	return nil
 }
 
 // waitSettled waits, within two minutes, for the ring to settle with the running workers.
