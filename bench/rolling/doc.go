@@ -17,6 +17,12 @@
 //     active with ranges (-rounds times over the workers);
 //   - join and leave (-join-leave): a new worker joins, the ring settles; it gets SIGTERM, the ring
 //     settles again;
+//
+// Each change (the first restart, the join, the leave) begins half a second before a window
+// becomes readable, so that it happens while that window's rows are pending: that is when a
+// handover can delay executions and has instances to re-scan. Each phase of changes ends once the
+// ring settled and every worker ended two more cycles (a worker counts its re-scans as its cycles
+// visit windows, and under load a cycle lasts as long as a window's drain).
 //   - tail: -tail more of load; then the load stops and the program waits until every recorded
 //     failure was executed (bounded by -drain-bound).
 //

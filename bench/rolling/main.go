@@ -178,7 +178,7 @@ func (o *options) run(ctx context.Context, s *gocql.Session, mode string) (res r
 	if o.rounds > 0 {
 		// The restarts begin just before a window becomes readable, so that they run while its
 		// rows are being executed: that is when a handover can delay executions.
-		if err := sleep(ctx, time.Until(nextReadable(time.Now()).Add(-restartLead))); err != nil {
+		if err := alignToWindow(ctx); err != nil {
 			return res, err
 		}
 		mark("rolling restart")
@@ -196,12 +196,19 @@ func (o *options) run(ctx context.Context, s *gocql.Session, mode string) (res r
 		}
 	}
 	if o.joinLeave {
+		// Aligned like the restarts, so that the moved ranges hold pending instances.
+		if err := alignToWindow(ctx); err != nil {
+			return res, err
+		}
 		mark("join")
 		wk, err := c.AddWorker(ctx)
 		if err != nil {
 			return res, err
 		}
 		if err := settle(ctx, c); err != nil {
+			return res, err
+		}
+		if err := alignToWindow(ctx); err != nil {
 			return res, err
 		}
 		mark("leave")
@@ -234,6 +241,11 @@ const samplePeriod = 250 * time.Millisecond
 
 // restartLead is how long before a window becomes readable the restarts begin.
 const restartLead = 500 * time.Millisecond
+
+// alignToWindow waits until restartLead before the next window becomes readable.
+func alignToWindow(ctx context.Context) error {
+	return sleep(ctx, time.Until(nextReadable(time.Now()).Add(-restartLead)))
+}
 
 // nextReadable is the first instant after now at which a window becomes readable to the workers
 // (its start plus max_clock_offset).
