@@ -56,3 +56,9 @@ func (r *rescans) cycleEnded(held lease.Ranges, ok bool) {
 	}
 	clear(r.visited)
 }
+
+// endRescans ends the re-scan count's cycle with the lease held now.
+func (s *Scanner) endRescans() {
+	held, ok := s.guard.Current()
+	s.rescans.cycleEnded(held.Ranges, ok)
+}

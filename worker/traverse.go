@@ -74,8 +74,7 @@ func (s *Scanner) Cycle(ctx context.Context) (CycleResult, error) {
 	case !s.stops(ctx, err):
 		s.backlog.publish(p, dir)
 	}
-	held, ok := s.guard.Current()
-	s.rescans.cycleEnded(held.Ranges, ok)
+	s.endRescans()
 	s.count(&s.stats.Cycles)
 	res.Stats = s.Stats().Sub(before)
 	return res, err
