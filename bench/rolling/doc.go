@@ -41,6 +41,6 @@
 //
 // Nothing here is asserted: it prints the command, the machine and markdown tables.
 //
-//	go run ./bench/rolling                                   # both modes, 10 workers, 40/s
+//	go run ./bench/rolling                                   # both modes, 10 workers, 60/s
 //	go run ./bench/rolling -modes minimal -rate 20 -baseline 90s
 package main

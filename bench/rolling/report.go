@@ -183,6 +183,8 @@ func printResults(w io.Writer, rs []result) {
 		}
 		fmt.Fprintf(w, "| %s | `%s` | %d (%d) | %d | %d | %d | %s | %s |\n", r.mode, r.keyspace, r.recorded, r.recordErrs,
 			done, twice, lost, meanMax(stopped), meanMax(holding))
+	}
+	for _, r := range rs {
 		if r.lastRecordErr != nil {
 			fmt.Fprintf(w, "\n%s: last failed write: %v\n", r.mode, r.lastRecordErr)
 		}
