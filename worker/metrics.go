@@ -28,6 +28,9 @@ func NewMetrics(sc *Scanner) *Metrics {
 	name := func(n string) string { return prometheus.BuildFQName("retryring", "worker", n) }
 	executions := prometheus.NewDesc(name("executions_total"),
 		"Executions of retried steps, by outcome (done, transient, permanent).", []string{"outcome"}, nil)
+	rescanned := prometheus.NewDesc(name("instances_rescanned_total"),
+		"Visits of tier-3 instances whose token this process had not covered in that window before: after its start (after=\"start\"), or after a handover gave it the token (after=\"handover\"); work another owner or an earlier launch may have begun.",
+		[]string{"after"}, nil)
 	simple := func(n, help string, v func(Stats) uint64) counterMetric {
 		return counterMetric{desc: prometheus.NewDesc(name(n), help, nil, nil), value: v}
 	}
@@ -48,6 +51,9 @@ func NewMetrics(sc *Scanner) *Metrics {
 			simple("carried_total", "Rows of buckets kept past marker retention − 1 day, recorded again unchanged into the next window.", func(s Stats) uint64 { return s.Carried }),
 			simple("skipped_in_progress_total", "Rows left for later because another worker's IN_PROGRESS marker was alive.", func(s Stats) uint64 { return s.SkippedInProgress }),
 			simple("skipped_busy_total", "Rows left for later because the same step was running from another bucket.", func(s Stats) uint64 { return s.SkippedBusy }),
+			simple("instances_scanned_total", "Tier-3 instance markers visited (a pending instance once per cycle).", func(s Stats) uint64 { return s.InstancesScanned }),
+			{desc: rescanned, label: "start", value: func(s Stats) uint64 { return s.InstancesRescannedStart }},
+			{desc: rescanned, label: "handover", value: func(s Stats) uint64 { return s.InstancesRescannedHandover }},
 			simple("buckets_deleted_total", "Bucket partitions deleted after every row finished.", func(s Stats) uint64 { return s.BucketsDeleted }),
 			simple("buckets_kept_total", "Buckets kept because not every row finished.", func(s Stats) uint64 { return s.BucketsKept }),
 			simple("instances_deleted_total", "Tier-3 instance markers deleted.", func(s Stats) uint64 { return s.InstancesDeleted }),

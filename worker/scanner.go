@@ -54,6 +54,7 @@ type Scanner struct {
 	fit       fitLog
 	backlog   backlog
 	sweeps    pauseSweeps
+	rescans   rescans
 }
 
 // txKey names one step of one transaction, the unit of a STRICT marker.

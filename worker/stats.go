@@ -43,6 +43,15 @@ type Stats struct {
 	// buckets left in place because not every row in them finished.
 	BucketsDeleted uint64
 	BucketsKept    uint64
+	// InstancesScanned counts tier-3 instance markers visited (listed in a leased range, their
+	// buckets listed and streamed), once per visit: a pending instance is visited every cycle.
+	InstancesScanned uint64
+	// InstancesRescannedStart and InstancesRescannedHandover count the visits of instances whose
+	// token this process had not covered in that window before (rescans in rescan.go): by its
+	// first visits after a start, and after a handover gave it the token. Each is work that
+	// another owner, or an earlier launch of this worker, may have begun.
+	InstancesRescannedStart    uint64
+	InstancesRescannedHandover uint64
 	// InstancesDeleted counts tier-3 instance markers deleted.
 	InstancesDeleted uint64
 	// WindowsDeleted and DaysDeleted count tier-2 and tier-1 rows Node-0 deleted.

@@ -56,6 +56,7 @@ func (p *pauseSweeps) resumed() {
 func (s *Scanner) sweepCycle(ctx context.Context, res CycleResult, before Stats) (CycleResult, error) {
 	res.Swept = true
 	err := s.traverse(ctx, &res, &pass{sweep: true})
+	s.endRescans()
 	s.count(&s.stats.PauseSweeps)
 	s.count(&s.stats.Cycles)
 	res.Stats = s.Stats().Sub(before)

@@ -74,6 +74,7 @@ func (s *Scanner) Cycle(ctx context.Context) (CycleResult, error) {
 	case !s.stops(ctx, err):
 		s.backlog.publish(p, dir)
 	}
+	s.endRescans()
 	s.count(&s.stats.Cycles)
 	res.Stats = s.Stats().Sub(before)
 	return res, err
@@ -176,6 +177,11 @@ func (s *Scanner) scanWindow(ctx context.Context, w window.Window, res *CycleRes
 	if c := s.controls(); c != nil && c.Paused && !p.sweep {
 		return errRingPaused
 	}
+	gained, start := s.rescans.window(w, l.Ranges)
+	rescanned := &s.stats.InstancesRescannedHandover
+	if start {
+		rescanned = &s.stats.InstancesRescannedStart
+	}
 	for _, rg := range l.Ranges {
 		instances, err := s.listInstances(ctx, w, rg)
 		if s.stops(ctx, err) {
@@ -191,6 +197,10 @@ func (s *Scanner) scanWindow(ctx context.Context, w window.Window, res *CycleRes
 		}
 		for _, in := range instances {
 			res.Instances++
+			s.count(&s.stats.InstancesScanned)
+			if gained.Contains(in.Token) {
+				s.count(rescanned)
+			}
 			err := s.startInstance(ctx, w, in, p)
 			if s.stops(ctx, err) {
 				return err

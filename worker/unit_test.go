@@ -159,6 +159,9 @@ func TestMetricsCollectsStats(t *testing.T) {
 	sc.stats.Done = 3
 	sc.stats.WindowsDeleted = 2
 	sc.stats.BreakerRefused = 5
+	sc.stats.InstancesScanned = 9
+	sc.stats.InstancesRescannedStart = 7
+	sc.stats.InstancesRescannedHandover = 4
 	sc.sem <- struct{}{}
 	for i := 0; i < breakerMinCalls; i++ {
 		tk, _ := sc.breakers.admit("Ship", clock.Now())
@@ -188,17 +191,20 @@ func TestMetricsCollectsStats(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]float64{
-		"retryring_worker_executions_total{outcome=done}":      3,
-		"retryring_worker_executions_total{outcome=transient}": 0,
-		"retryring_worker_windows_deleted_total":               2,
-		"retryring_worker_executions_in_flight":                1,
-		"retryring_worker_guard_refusals_total":                0,
-		"retryring_worker_breaker_refused_total":               5,
-		"retryring_worker_lease_fit":                           0, // 1 s query timeout + margin > 3 s − 2 × 1 s
-		"retryring_worker_paused":                              1,
-		"retryring_worker_execution_rate_limit":                1, // the share 2.5/s, capped by MaxRate
-		"retryring_worker_breaker_state{impl=Payment}":         float64(breakerClosed),
-		"retryring_worker_breaker_state{impl=Ship}":            float64(breakerOpen),
+		"retryring_worker_executions_total{outcome=done}":            3,
+		"retryring_worker_executions_total{outcome=transient}":       0,
+		"retryring_worker_windows_deleted_total":                     2,
+		"retryring_worker_executions_in_flight":                      1,
+		"retryring_worker_guard_refusals_total":                      0,
+		"retryring_worker_breaker_refused_total":                     5,
+		"retryring_worker_instances_scanned_total":                   9,
+		"retryring_worker_instances_rescanned_total{after=start}":    7,
+		"retryring_worker_instances_rescanned_total{after=handover}": 4,
+		"retryring_worker_lease_fit":                                 0, // 1 s query timeout + margin > 3 s − 2 × 1 s
+		"retryring_worker_paused":                                    1,
+		"retryring_worker_execution_rate_limit":                      1, // the share 2.5/s, capped by MaxRate
+		"retryring_worker_breaker_state{impl=Payment}":               float64(breakerClosed),
+		"retryring_worker_breaker_state{impl=Ship}":                  float64(breakerOpen),
 	} {
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
