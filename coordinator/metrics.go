@@ -91,7 +91,7 @@ var (
 	descRefusals   = prometheus.NewDesc("retryring_coordinator_refusals_total",
 		"Clients this node refused, by reason: unauthorized, revoked, setup_rate, streams_per_ring, connections, setup_timeout, setup_too_large, no_setup, admin_unauthorized, internal_unauthorized.", []string{"reason"}, nil)
 	descTokensMoved = prometheus.NewDesc("retryring_coordinator_ring_tokens_moved_total",
-		"Tokens of a ring that this node's committed plans gave a member that did not hold them (2^64 is the whole ring): what membership changes cost in handovers and re-scans.", ringLabels, nil)
+		"Tokens of a ring that this node's committed plans gave a member (one incarnation of a worker id) that did not hold them, a restarted worker getting its own ranges back included (2^64 is the whole ring): what membership changes cost in handovers and re-scans.", ringLabels, nil)
 	descMaxRanges = prometheus.NewDesc("retryring_coordinator_ring_member_ranges_max",
 		"The most ranges an active member of a ring holds (1 in the contiguous mode; at most max ranges in the minimal one).", ringLabels, nil)
 	descCommitted = prometheus.NewDesc("retryring_coordinator_raft_commands_total",
