@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -77,9 +78,9 @@ type LimitRequest struct {
 // ControlsAnswer answers every ring call: the ring, its controls as committed, and the leader
 // that committed them.
 type ControlsAnswer struct {
-	Ring     lease.RingKey `json:"ring"`
-	Controls ControlsView  `json:"controls"`
-	LeaderID string        `json:"leader_id"`
+	Ring     lease.RingKey      `json:"ring"`
+	Controls admin.ControlsView `json:"controls"`
+	LeaderID string             `json:"leader_id"`
 }
 
 // serveRingAction serves PathRings: it finds the ring and the action, and builds the command from

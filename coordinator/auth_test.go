@@ -11,6 +11,7 @@ import (
 
 	"github.com/rsocket/rsocket-go/core/framing"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/lease"
@@ -195,10 +196,10 @@ func TestRotationEndsTheRevokedTokensStream(t *testing.T) {
 			ok := false
 			for _, m := range r.Members {
 				switch {
-				case m.WorkerID == "old" && m.State == MemberActive:
+				case m.WorkerID == "old" && m.State == admin.MemberActive:
 					return false
 				case m.WorkerID == "new":
-					ok = m.State == MemberActive && sharePercent(m.Ranges) == 100
+					ok = m.State == admin.MemberActive && admin.SharePercent(m.Ranges) == 100
 				}
 			}
 			return ok

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -48,7 +49,7 @@ func TestCordonedWorkerStaysConnectedWithNoRanges(t *testing.T) {
 			}
 			for _, m := range r.Members {
 				if m.WorkerID == "a" {
-					return m.Cordoned && m.State == MemberActive
+					return m.Cordoned && m.State == admin.MemberActive
 				}
 			}
 			return false

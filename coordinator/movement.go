@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -24,30 +25,16 @@ type MovementRequest struct {
 	MaxRanges *int     `json:"max_ranges,omitempty"`
 }
 
-// MovementView is a ring's movement mode as committed.
-type MovementView struct {
-	Mode string `json:"mode"`
-	// Tolerance and MaxRanges are the minimal mode's parameters, defaults filled in; 0 in the
-	// contiguous mode.
-	Tolerance float64 `json:"tolerance,omitempty"`
-	MaxRanges int     `json:"max_ranges,omitempty"`
-	// Reserved are the worker ids whose ranges wait for a new incarnation of the id, until the
-	// leader hands them on (the minimal mode's return delay).
-	Reserved []string `json:"reserved,omitempty"`
-	// SinceMs is when the mode last changed (the leader's wall clock, Unix ms); 0: never set.
-	SinceMs int64 `json:"since_ms,omitempty"`
-}
-
 // MovementAnswer answers a movement call: the ring, its mode as committed, and the leader that
 // committed it.
 type MovementAnswer struct {
-	Ring     lease.RingKey `json:"ring"`
-	Movement MovementView  `json:"movement"`
-	LeaderID string        `json:"leader_id"`
+	Ring     lease.RingKey      `json:"ring"`
+	Movement admin.MovementView `json:"movement"`
+	LeaderID string             `json:"leader_id"`
 }
 
-func movementView(r *fsm.Ring) MovementView {
-	v := MovementView{Mode: r.Mode()}
+func movementView(r *fsm.Ring) admin.MovementView {
+	v := admin.MovementView{Mode: r.Mode()}
 	if r == nil || r.Movement == nil {
 		return v
 	}

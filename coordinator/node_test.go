@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -15,7 +16,7 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 	leader := c.leader()
 	follower := c.followers(leader)[0]
 
-	var v RingView
+	var v admin.RingView
 	eventually(t, 5*time.Second, "every coordinator registered in a follower's view", func() bool {
 		if status := getJSON(t, follower.HTTPAddr(), PathRing, &v); status != http.StatusOK {
 			t.Fatalf("GET /v1/ring: %d", status)
@@ -33,9 +34,9 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 	}
 	for _, cv := range v.Coordinators {
 		n := c.byID(cv.ID)
-		want := CoordinatorFollower
+		want := admin.CoordinatorFollower
 		if n == leader {
-			want = CoordinatorLeader
+			want = admin.CoordinatorLeader
 		}
 		if cv.State != want || !cv.Voter || cv.RaftAddr != n.RaftAddr() || cv.RSocketAddr != n.RSocketAddr() || cv.HTTPAddr != n.HTTPAddr() {
 			t.Errorf("coordinator %s: got %+v", cv.ID, cv)

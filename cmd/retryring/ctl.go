@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -55,9 +56,9 @@ type ringViewJSON struct {
 		Service    string `json:"service"`
 		Generation uint64 `json:"generation"`
 		// Controls are the ring's flow controls (docs/protocol.md sections 7.2 and 7.4).
-		Controls coordinator.ControlsView `json:"controls"`
+		Controls admin.ControlsView `json:"controls"`
 		// Movement is the ring's movement mode (ctl movement).
-		Movement coordinator.MovementView `json:"movement"`
+		Movement admin.MovementView `json:"movement"`
 		Members  []struct {
 			WorkerID       string                        `json:"worker_id"`
 			NodeIndex      int                           `json:"node_index"`
@@ -141,7 +142,7 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 			}
 			report, pending, execs, breakers, clock := "-", "-", "-", "-", "-"
 			if rep := m.Report; rep != nil {
-				if text, beyond := coordinator.ClockText(rep.Clock); text != "" {
+				if text, beyond := admin.ClockText(rep.Clock); text != "" {
 					clock = text
 					if beyond {
 						untrusted = append(untrusted, m.WorkerID+" "+text)
@@ -169,7 +170,7 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 				worker += " (no controls)"
 			}
 			state := m.State
-			if m.Cordoned && state != coordinator.MemberDeparted {
+			if m.Cordoned && state != admin.MemberDeparted {
 				state = "cordoned"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", node, worker, state, m.Epoch, left,

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -127,7 +128,7 @@ func printControls(w io.Writer, a coordinator.ControlsAnswer) error {
 }
 
 // controlsLine is a ring's controls on one line of ctl ring.
-func controlsLine(c coordinator.ControlsView) string {
+func controlsLine(c admin.ControlsView) string {
 	if !c.Paused && len(c.PausedImpl) == 0 && c.RatePerS == nil {
 		return "controls: none"
 	}
@@ -138,7 +139,7 @@ func controlsLine(c coordinator.ControlsView) string {
 // shownControls are a ring's controls as the CLI prints them, "-" for what is not set.
 type shownControls struct{ paused, impls, rate, reason, since string }
 
-func formatControls(c coordinator.ControlsView) shownControls {
+func formatControls(c admin.ControlsView) shownControls {
 	p := shownControls{paused: "no", impls: "-", rate: "none", reason: "-", since: "-"}
 	if c.Paused {
 		p.paused = "yes"

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -71,7 +72,7 @@ is replicated (it survives a failover) and needs every coordinator on FSM versio
 }
 
 // movementLine is a ring's movement mode on one line.
-func movementLine(m coordinator.MovementView) string {
+func movementLine(m admin.MovementView) string {
 	if m.Mode != fsm.ModeMinimal {
 		return "movement: contiguous"
 	}
