@@ -88,12 +88,12 @@ type ControlsAnswer struct {
 func (n *Node) serveRingAction(w http.ResponseWriter, r *http.Request) {
 	ring, action, err := parseRingPath(r.URL.EscapedPath())
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
+		admin.WriteJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
+		admin.WriteJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
 		return
 	}
 	if action == ActionMovement {
@@ -252,7 +252,7 @@ func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body 
 	n.log.Info().Stringer("command", cmd.Type()).Interface("args", cmd).Str("remote", r.RemoteAddr).Msg("admin change committed")
 	var out any
 	n.fsm.View(func(s *fsm.State, _ uint64) { out = answer(s, n.cfg.NodeID) })
-	writeJSON(w, http.StatusOK, out)
+	admin.WriteJSON(w, http.StatusOK, out)
 }
 
 // awaitLeaderToForward waits, at most wait, for a leader other than this node whose admin address
@@ -408,5 +408,5 @@ func writeAdminError(w http.ResponseWriter, err error) {
 	case errors.Is(err, lease.ErrUnavailable):
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, lease.WireError{Code: code, Message: strings.TrimPrefix(err.Error(), code+": ")})
+	admin.WriteJSON(w, status, lease.WireError{Code: code, Message: strings.TrimPrefix(err.Error(), code+": ")})
 }

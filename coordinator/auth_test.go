@@ -246,8 +246,8 @@ func TestAdminBearerTokenAtTheEdge(t *testing.T) {
 	if controlsOn(leader) != nil {
 		t.Fatal("a refused pause was committed")
 	}
-	if status := getJSON(t, follower.HTTPAddr(), PathRing, nil); status != http.StatusOK {
-		t.Errorf("GET %s without a token: %d", PathRing, status)
+	if status := getJSON(t, follower.HTTPAddr(), admin.PathRing, nil); status != http.StatusOK {
+		t.Errorf("GET %s without a token: %d", admin.PathRing, status)
 	}
 
 	auth := map[string]string{"Authorization": "Bearer " + tokAdmin, "Content-Type": "application/json"}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -45,12 +46,12 @@ type CordonAnswer struct {
 func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 	workerID, action, err := parseWorkerPath(r.URL.EscapedPath())
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
+		admin.WriteJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
+		admin.WriteJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
 		return
 	}
 	if t := n.currentTerm(); t == nil || !t.isReady() {

@@ -56,7 +56,7 @@ func TestCordonedWorkerStaysConnectedWithNoRanges(t *testing.T) {
 		})
 	}
 	// The ring page shows it as cordoned.
-	resp, err := http.Get("http://" + follower.HTTPAddr() + PathPage)
+	resp, err := http.Get("http://" + follower.HTTPAddr() + admin.PathPage)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -127,7 +128,7 @@ func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool,
 		writeAdminError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, PeerChangeAnswer{LeaderID: n.cfg.NodeID, Servers: servers})
+	admin.WriteJSON(w, http.StatusOK, PeerChangeAnswer{LeaderID: n.cfg.NodeID, Servers: servers})
 }
 
 func (n *Node) configuration() ([]RaftServerView, error) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -395,7 +396,7 @@ func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
 		mu.Lock()
 		plain = append(plain, PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr})
 		mu.Unlock()
-		writeJSON(w, http.StatusOK, PeerChangeAnswer{LeaderID: "c1"})
+		admin.WriteJSON(w, http.StatusOK, PeerChangeAnswer{LeaderID: "c1"})
 	}))
 	t.Cleanup(old.Close)
 	n := startNode(t, joinerConfig(t, "c9", "", nil, strings.TrimPrefix(old.URL, "http://")))

@@ -18,7 +18,7 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 
 	var v admin.RingView
 	eventually(t, 5*time.Second, "every coordinator registered in a follower's view", func() bool {
-		if status := getJSON(t, follower.HTTPAddr(), PathRing, &v); status != http.StatusOK {
+		if status := getJSON(t, follower.HTTPAddr(), admin.PathRing, &v); status != http.StatusOK {
 			t.Fatalf("GET /v1/ring: %d", status)
 		}
 		registered := 0
@@ -43,7 +43,7 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 		}
 	}
 
-	if status := getJSON(t, follower.HTTPAddr(), PathHealthz, nil); status != http.StatusOK {
+	if status := getJSON(t, follower.HTTPAddr(), admin.PathHealthz, nil); status != http.StatusOK {
 		t.Errorf("healthz: %d", status)
 	}
 	var rd readiness
@@ -54,7 +54,7 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 	if status := getJSON(t, follower.HTTPAddr(), "/nope", &e); status != http.StatusNotFound || e["error"] != "not_found" {
 		t.Errorf("unknown path: %d %v", status, e)
 	}
-	resp, err := http.Post("http://"+follower.HTTPAddr()+PathRing, "application/json", strings.NewReader("{}"))
+	resp, err := http.Post("http://"+follower.HTTPAddr()+admin.PathRing, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,7 +146,7 @@ func TestReportsReachTheViewAndMetrics(t *testing.T) {
 	send(110)
 
 	var view admin.RingView
-	getJSON(t, leader.HTTPAddr(), PathRing, &view)
+	getJSON(t, leader.HTTPAddr(), admin.PathRing, &view)
 	r, ok := view.Ring(testRing)
 	if !ok || r.Backlog == nil {
 		t.Fatalf("the leader's view has no backlog: %+v", r)
@@ -187,7 +187,7 @@ func TestReportsReachTheViewAndMetrics(t *testing.T) {
 		t.Errorf("report to a follower: %v; want not_leader naming %s", err, leader.RSocketAddr())
 	}
 	var fv map[string]any
-	getJSON(t, follower.HTTPAddr(), PathRing, &fv)
+	getJSON(t, follower.HTTPAddr(), admin.PathRing, &fv)
 	if b, _ := json.Marshal(fv); strings.Contains(string(b), `"report"`) || strings.Contains(string(b), `"backlog"`) {
 		t.Errorf("a follower's view shows reports: %s", b)
 	}

@@ -144,7 +144,7 @@ func TestBadInputGetsClearErrorsAndNoCrash(t *testing.T) {
 	eventually(t, 10*time.Second, "a worker still gets the ring", func() bool {
 		return w.holds(lease.Ranges{lease.FullRing}, 0, 1)
 	})
-	if getJSON(t, leader.HTTPAddr(), PathHealthz, nil) != http.StatusOK {
+	if getJSON(t, leader.HTTPAddr(), admin.PathHealthz, nil) != http.StatusOK {
 		t.Fatal("unhealthy after bad input")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -147,7 +148,7 @@ func (n *Node) localStatus() NodeStatus {
 func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 	ans := StatusAnswer{Node: n.localStatus()}
 	if r.URL.Query().Get("local") != "" {
-		writeJSON(w, http.StatusOK, ans.Node)
+		admin.WriteJSON(w, http.StatusOK, ans.Node)
 		return
 	}
 	switch addr := n.peerHTTPAddr(ans.Node.LeaderID); {
@@ -166,7 +167,7 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 			ans.Leader = &st
 		}
 	}
-	writeJSON(w, http.StatusOK, ans)
+	admin.WriteJSON(w, http.StatusOK, ans)
 }
 
 // servePeers answers GET /v1/peers: every server of the configuration, asked in parallel.
@@ -211,7 +212,7 @@ func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
-	writeJSON(w, http.StatusOK, ans)
+	admin.WriteJSON(w, http.StatusOK, ans)
 }
 
 // unregisteredPeer explains a peer whose admin address this node does not know. For a few seconds
@@ -338,7 +339,7 @@ func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
 	}
 	ans.Term, ans.TookMs = n.raft.CurrentTerm(), n.clock.Now().Sub(start).Milliseconds()
 	n.log.Info().Str("to", ans.LeaderID).Int64("took_ms", ans.TookMs).Str("remote", r.RemoteAddr).Msg("stepped down")
-	writeJSON(w, http.StatusOK, ans)
+	admin.WriteJSON(w, http.StatusOK, ans)
 }
 
 // voterAddr is the Raft address of the voter id of the configuration.

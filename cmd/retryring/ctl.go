@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
@@ -25,7 +24,7 @@ follower is forwarded by it to the leader.`}
 		"Print the rings as a table: coordinators, members, node indexes, ranges, leases, reports and backlog", "",
 		cobra.NoArgs, nil,
 		func(cmd *cobra.Command, c *ctlConn, _ []string) error {
-			body, err := c.get(cmd.Context(), coordinator.PathRing)
+			body, err := c.get(cmd.Context(), admin.PathRing)
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/internal/proc"
 )
@@ -175,14 +174,14 @@ func (cp *chartPods) view(ctx context.Context, name string) (admin.RingView, err
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var v admin.RingView
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.url(name, coordinator.PathRing), nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.url(name, admin.PathRing), nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return v, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return v, fmt.Errorf("GET %s: %d", cp.url(name, coordinator.PathRing), resp.StatusCode)
+		return v, fmt.Errorf("GET %s: %d", cp.url(name, admin.PathRing), resp.StatusCode)
 	}
 	return v, json.NewDecoder(resp.Body).Decode(&v)
 }
