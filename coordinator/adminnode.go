@@ -24,6 +24,8 @@ func (a adminNode) BacklogSamples() map[string][]admin.BacklogSample {
 	return nil
 }
 
+func (a adminNode) Readiness() admin.Readiness { return a.n.readiness() }
+
 func (a adminNode) Authorize(w http.ResponseWriter, r *http.Request) bool {
 	return a.n.authorizeHTTP(w, r)
 }

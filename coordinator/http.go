@@ -18,9 +18,8 @@ import (
 )
 
 // Paths of the admin HTTP API served by the coordinator's own handlers (package admin serves
-// admin.PathPage, admin.PathRing and admin.PathHealthz).
+// admin.PathPage, admin.PathRing, admin.PathHealthz and admin.PathReadyz).
 const (
-	PathReadyz   = "/readyz"
 	PathRegister = "/v1/internal/register"
 	PathMetrics  = "/metrics"
 	// PathProfiles is the prefix of Go's runtime profiles (Config.Profiling).
@@ -32,7 +31,6 @@ const (
 func (n *Node) httpHandler() http.Handler {
 	s := admin.New(adminNode{n}, n.log)
 	s.Handle(PathMetrics, http.MethodGet, n.serveMetrics)
-	s.Handle(PathReadyz, http.MethodGet, n.serveReadyz)
 	s.Handle(PathRegister, http.MethodPost, n.serveRegister)
 	s.Handle(PathStatus, http.MethodGet, n.serveStatus)
 	s.Handle(PathPeers, http.MethodGet, n.servePeers)
@@ -74,29 +72,9 @@ func (n *Node) serveProfiles(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readiness is the answer of GET /readyz.
-type readiness struct {
-	Ready        bool   `json:"ready"`
-	Reason       string `json:"reason,omitempty"`
-	LeaderID     string `json:"leader_id"`
-	AppliedIndex uint64 `json:"applied_index"`
-	CommitIndex  uint64 `json:"commit_index"`
-}
-
-// serveReadyz is 200 once a leader is known and this node has applied the log up to the commit
-// index it last learned from the leader (a follower learns it with every append and heartbeat).
-func (n *Node) serveReadyz(w http.ResponseWriter, _ *http.Request) {
-	rd := n.readiness()
-	status := http.StatusOK
-	if !rd.Ready {
-		status = http.StatusServiceUnavailable
-	}
-	admin.WriteJSON(w, status, rd)
-}
-
 // readiness is what GET /readyz and GET /v1/status say of this node's readiness.
-func (n *Node) readiness() readiness {
-	rd := readiness{}
+func (n *Node) readiness() admin.Readiness {
+	rd := admin.Readiness{}
 	if n.raft == nil {
 		rd.Reason = "not started"
 		return rd

@@ -353,10 +353,10 @@ func TestUnregisteredVoterIsNamedAsTheLikelyCause(t *testing.T) {
 	if !errors.Is(err, ErrUpgradeIncomplete) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("pause with c4 unregistered: %v, want ErrUpgradeIncomplete saying %q", err, want)
 	}
-	var peers PeersAnswer
+	var peers admin.PeersAnswer
 	getJSON(t, leader.HTTPAddr(), PathPeers, &peers)
 	for _, p := range peers.Peers {
-		if p.ID == "c4" && (p.Problem != PeerUnregistered || !strings.HasPrefix(p.Error, "has not registered its admin address")) {
+		if p.ID == "c4" && (p.Problem != admin.PeerUnregistered || !strings.HasPrefix(p.Error, "has not registered its admin address")) {
 			t.Fatalf("c4 in the peers list: %+v", p)
 		}
 	}
@@ -371,8 +371,8 @@ func TestPeersNotKnownYetAfterStart(t *testing.T) {
 	n := startNode(t, joinerConfig(t, "c9", "", nil, addr))
 	problem, reason := n.unregisteredPeer("c1")
 	want := "not known yet: c9 (asked) has not applied its log since it started (no contact with a leader yet), so it does not know c1's admin address yet; ask again in a moment"
-	if problem != PeerUnknown || reason != want {
-		t.Fatalf("unregisteredPeer: %q %q, want %q %q", problem, reason, PeerUnknown, want)
+	if problem != admin.PeerUnknown || reason != want {
+		t.Fatalf("unregisteredPeer: %q %q, want %q %q", problem, reason, admin.PeerUnknown, want)
 	}
 }
 

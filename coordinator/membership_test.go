@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 )
 
@@ -170,8 +171,8 @@ func TestJoinNodeAloneNeverElectsItself(t *testing.T) {
 	if servers, err := n.configuration(); err != nil || len(servers) != 0 {
 		t.Fatalf("configuration %+v (%v), want none", servers, err)
 	}
-	var rd readiness
-	if status := getJSON(t, n.HTTPAddr(), PathReadyz, &rd); status != http.StatusServiceUnavailable || rd.Ready {
+	var rd admin.Readiness
+	if status := getJSON(t, n.HTTPAddr(), admin.PathReadyz, &rd); status != http.StatusServiceUnavailable || rd.Ready {
 		t.Fatalf("readyz %d %+v", status, rd)
 	}
 }

@@ -46,9 +46,9 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 	if status := getJSON(t, follower.HTTPAddr(), admin.PathHealthz, nil); status != http.StatusOK {
 		t.Errorf("healthz: %d", status)
 	}
-	var rd readiness
+	var rd admin.Readiness
 	eventually(t, 5*time.Second, "follower ready", func() bool {
-		return getJSON(t, follower.HTTPAddr(), PathReadyz, &rd) == http.StatusOK && rd.Ready
+		return getJSON(t, follower.HTTPAddr(), admin.PathReadyz, &rd) == http.StatusOK && rd.Ready
 	})
 	var e map[string]string
 	if status := getJSON(t, follower.HTTPAddr(), "/nope", &e); status != http.StatusNotFound || e["error"] != "not_found" {

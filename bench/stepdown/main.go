@@ -211,7 +211,7 @@ func stepDown(ctx context.Context, o options, c *proc.Cluster, s *swarm.Swarm, t
 		}
 		return t, err
 	}
-	var ans coordinator.StepDownAnswer
+	var ans admin.StepDownAnswer
 	if err := json.Unmarshal(out, &ans); err != nil {
 		return t, fmt.Errorf("ctl step-down answered %q: %w", out, err)
 	}

@@ -21,6 +21,8 @@ const (
 	PathRing = "/v1/ring"
 	// PathHealthz answers GET while the process serves HTTP at all.
 	PathHealthz = "/healthz"
+	// PathReadyz answers GET with the node's Readiness: 200 when ready, else 503.
+	PathReadyz = "/readyz"
 )
 
 // Node is what the admin API needs of the coordinator it serves. It is defined here, where it is
@@ -36,6 +38,8 @@ type Node interface {
 	BacklogSamples() map[string][]BacklogSample
 	// Now is the node's clock, which the page's ages and lease times are counted on.
 	Now() time.Time
+	// Readiness says whether the node is ready and why not.
+	Readiness() Readiness
 	// Authorize is the HTTP edge, asked before any handler: it answers a refused call itself
 	// (401) and reports false.
 	Authorize(w http.ResponseWriter, r *http.Request) bool
@@ -68,6 +72,7 @@ func New(node Node, log zerolog.Logger) *Server {
 	s.Handle(PathPage, http.MethodGet, s.servePage)
 	s.Handle(PathRing, http.MethodGet, s.serveRing)
 	s.Handle(PathHealthz, http.MethodGet, s.serveHealthz)
+	s.Handle(PathReadyz, http.MethodGet, s.serveReadyz)
 	return s
 }
 
@@ -120,6 +125,17 @@ func (s *Server) serveRing(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 	WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "coordinator_id": s.node.ID()})
+}
+
+// serveReadyz is 200 once a leader is known and this node has applied the log up to the commit
+// index it last learned from the leader (a follower learns it with every append and heartbeat).
+func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	rd := s.node.Readiness()
+	status := http.StatusOK
+	if !rd.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	WriteJSON(w, status, rd)
 }
 
 // servePage renders the ring page. ?refresh=N reloads it every N seconds (default 2, 0: never).

@@ -13,6 +13,7 @@ import (
 // fakeNode is a coordinator as the admin API sees it, written by hand.
 type fakeNode struct {
 	view   RingView
+	ready  Readiness
 	refuse bool // Authorize answers 401
 	asked  int  // calls of Authorize
 }
@@ -21,6 +22,7 @@ func (f *fakeNode) ID() string                                 { return f.view.C
 func (f *fakeNode) View() RingView                             { return f.view }
 func (f *fakeNode) BacklogSamples() map[string][]BacklogSample { return nil }
 func (f *fakeNode) Now() time.Time                             { return t0 }
+func (f *fakeNode) Readiness() Readiness                       { return f.ready }
 func (f *fakeNode) Authorize(w http.ResponseWriter, _ *http.Request) bool {
 	f.asked++
 	if f.refuse {
@@ -91,5 +93,21 @@ func TestPageRefusesABadRefresh(t *testing.T) {
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "text/html; charset=utf-8" || rec.Header().Get("Cache-Control") != "no-store" ||
 		!strings.Contains(rec.Body.String(), "retryring coordinator c1") || strings.Contains(rec.Body.String(), `http-equiv="refresh"`) {
 		t.Errorf("refresh=0: %d %v\n%s", rec.Code, rec.Header(), rec.Body.String())
+	}
+}
+
+// TestReadyzSaysWhy: GET /readyz is 200 with the readiness when the node is ready, 503 with its
+// reason when not.
+func TestReadyzSaysWhy(t *testing.T) {
+	n := &fakeNode{ready: Readiness{Reason: "applied index 3 behind commit index 5", LeaderID: "c2", AppliedIndex: 3, CommitIndex: 5}}
+	s := New(n, zerolog.Nop())
+	if rec := call(s, http.MethodGet, PathReadyz); rec.Code != http.StatusServiceUnavailable ||
+		rec.Body.String() != `{"ready":false,"reason":"applied index 3 behind commit index 5","leader_id":"c2","applied_index":3,"commit_index":5}`+"\n" {
+		t.Errorf("not ready: %d %q", rec.Code, rec.Body.String())
+	}
+	n.ready = Readiness{Ready: true, LeaderID: "c2", AppliedIndex: 5, CommitIndex: 5}
+	if rec := call(s, http.MethodGet, PathReadyz); rec.Code != http.StatusOK ||
+		rec.Body.String() != `{"ready":true,"leader_id":"c2","applied_index":5,"commit_index":5}`+"\n" {
+		t.Errorf("ready: %d %q", rec.Code, rec.Body.String())
 	}
 }
