@@ -26,20 +26,6 @@ const (
 	ActionUncordon = "uncordon"
 )
 
-// CordonRequest names the ring of the worker; it may be left out when the worker id is a member
-// of one ring only (the node that gets the call looks it up in its replicated state).
-type CordonRequest struct {
-	Ring *lease.RingKey `json:"ring,omitempty"`
-}
-
-// CordonAnswer is the worker's cordon as committed, and the leader that committed it.
-type CordonAnswer struct {
-	Ring     lease.RingKey `json:"ring"`
-	WorkerID string        `json:"worker_id"`
-	Cordoned bool          `json:"cordoned"`
-	LeaderID string        `json:"leader_id"`
-}
-
 // serveWorkerAction serves PathWorkers: a follower forwards the call to the leader; the leader
 // finds the ring (from the body, or the one ring of its state with a member of that worker id)
 // and mutation commits an fsm.Cordon once the trial shows the worker is a member.
@@ -66,7 +52,7 @@ func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 	}
 	var ring lease.RingKey
 	n.mutation(w, r, func(body []byte, _ int64) (fsm.Command, error) {
-		var req CordonRequest
+		var req admin.CordonRequest
 		if err := decodeStrict(body, &req); err != nil {
 			return nil, err
 		}
@@ -81,7 +67,7 @@ func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 		}
 		return c, nil
 	}, func(s *fsm.State, leaderID string) any {
-		ans := CordonAnswer{Ring: ring, WorkerID: workerID, LeaderID: leaderID}
+		ans := admin.CordonAnswer{Ring: ring, WorkerID: workerID, LeaderID: leaderID}
 		if rs := s.Ring(ring); rs != nil {
 			ans.Cordoned = rs.IsCordoned(workerID)
 		}

@@ -26,7 +26,7 @@ func TestCordonedWorkerStaysConnectedWithNoRanges(t *testing.T) {
 	a, b := startSplitPair(t, addrs)
 
 	streamErr := a.lastStreamErr() // a first stream may have ended on a follower's not_leader
-	var got CordonAnswer
+	var got admin.CordonAnswer
 	status, body := post(t, follower.HTTPAddr(), workerPath("a", ActionCordon), ``, &got)
 	if status != http.StatusOK || !got.Cordoned || got.Ring != testRing || got.WorkerID != "a" || got.LeaderID != leader.cfg.NodeID {
 		t.Fatalf("cordon a through %s: %d %s", follower.cfg.NodeID, status, body)

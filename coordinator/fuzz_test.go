@@ -557,7 +557,7 @@ func FuzzAdminRequests(f *testing.F) {
 		case status != http.StatusOK:
 			return
 		}
-		var got ControlsAnswer
+		var got admin.ControlsAnswer
 		if err := json.Unmarshal(answer, &got); err != nil || got.Ring != ring || got.LeaderID != leader.cfg.NodeID {
 			t.Fatalf("%s %q answered %q (%v)", path, body, answer, err)
 		}

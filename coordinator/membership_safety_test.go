@@ -381,7 +381,7 @@ func TestPeersNotKnownYetAfterStart(t *testing.T) {
 // rolling upgrade.
 func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
 	var mu sync.Mutex
-	var plain []PeerRequest
+	var plain []admin.PeerRequest
 	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			ID       string `json:"id"`
@@ -394,9 +394,9 @@ func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
 			return
 		}
 		mu.Lock()
-		plain = append(plain, PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr})
+		plain = append(plain, admin.PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr})
 		mu.Unlock()
-		admin.WriteJSON(w, http.StatusOK, PeerChangeAnswer{LeaderID: "c1"})
+		admin.WriteJSON(w, http.StatusOK, admin.PeerChangeAnswer{LeaderID: "c1"})
 	}))
 	t.Cleanup(old.Close)
 	n := startNode(t, joinerConfig(t, "c9", "", nil, strings.TrimPrefix(old.URL, "http://")))
@@ -408,7 +408,7 @@ func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
 	mu.Lock()
 	got := plain[0]
 	mu.Unlock()
-	if got != (PeerRequest{ID: "c9", RaftAddr: n.RaftAddr()}) {
+	if got != (admin.PeerRequest{ID: "c9", RaftAddr: n.RaftAddr()}) {
 		t.Fatalf("the older leader got %+v", got)
 	}
 	select {

@@ -89,7 +89,7 @@ func TestReplaceADeadNode(t *testing.T) {
 		alive = n
 	}
 
-	var ans PeerChangeAnswer
+	var ans admin.PeerChangeAnswer
 	if status, body := post(t, alive.HTTPAddr(), PathRemovePeer, `{"id":"`+dead.cfg.NodeID+`"}`, &ans); status != http.StatusOK {
 		t.Fatalf("remove-peer %s through %s: %d %s", dead.cfg.NodeID, alive.cfg.NodeID, status, body)
 	}
@@ -133,11 +133,11 @@ func TestAddPeerThenStartIt(t *testing.T) {
 	leader := c.leader()
 	ln := listenLoopback(t)
 	addr := ln.Addr().String()
-	var ans PeerChangeAnswer
+	var ans admin.PeerChangeAnswer
 	if status, body := post(t, c.followers(leader)[0].HTTPAddr(), PathAddPeer, `{"id":"c4","raft_addr":"`+addr+`"}`, &ans); status != http.StatusOK {
 		t.Fatalf("add-peer: %d %s", status, body)
 	}
-	if !slices.ContainsFunc(ans.Servers, func(p RaftServerView) bool { return p.ID == "c4" && p.RaftAddr == addr && p.Voter }) {
+	if !slices.ContainsFunc(ans.Servers, func(p admin.RaftServerView) bool { return p.ID == "c4" && p.RaftAddr == addr && p.Voter }) {
 		t.Fatalf("add-peer answered %+v", ans)
 	}
 	n, err := New(Config{NodeID: "c4", DataDir: t.TempDir(), Join: []string{leader.HTTPAddr()}, Timing: testTiming, NoSync: true,

@@ -15,24 +15,6 @@ import (
 // It answers MovementAnswer, the setting as committed.
 const ActionMovement = "movement"
 
-// MovementRequest sets the ring's movement mode: "contiguous" (the default: the equal split in
-// join order) or "minimal" (docs/architecture.md, "The minimal movement mode"), with its
-// tolerance (0 to 0.5, default 0.1) and its most ranges per member (default 16); the two are
-// refused with "contiguous".
-type MovementRequest struct {
-	Mode      string   `json:"mode"`
-	Tolerance *float64 `json:"tolerance,omitempty"`
-	MaxRanges *int     `json:"max_ranges,omitempty"`
-}
-
-// MovementAnswer answers a movement call: the ring, its mode as committed, and the leader that
-// committed it.
-type MovementAnswer struct {
-	Ring     lease.RingKey      `json:"ring"`
-	Movement admin.MovementView `json:"movement"`
-	LeaderID string             `json:"leader_id"`
-}
-
 func movementView(r *fsm.Ring) admin.MovementView {
 	v := admin.MovementView{Mode: r.Mode()}
 	if r == nil || r.Movement == nil {
@@ -47,7 +29,7 @@ func movementView(r *fsm.Ring) admin.MovementView {
 
 // movementCommand is the SetMovement of a movement call's body; bad input is lease.ErrBadRequest.
 func movementCommand(ring lease.RingKey, body []byte, atMs int64) (*fsm.SetMovement, error) {
-	var req MovementRequest
+	var req admin.MovementRequest
 	if err := decodeStrict(body, &req); err != nil {
 		return nil, err
 	}

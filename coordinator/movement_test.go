@@ -48,7 +48,7 @@ func TestMinimalMovementThroughTheAdminAPI(t *testing.T) {
 	ga, _ := a.latest()
 	gb, _ := b.latest()
 
-	var got MovementAnswer
+	var got admin.MovementAnswer
 	status, body := post(t, follower.HTTPAddr(), ringPath(testRing, ActionMovement), `{"mode":"minimal"}`, &got)
 	if status != http.StatusOK || got.Ring != testRing || got.LeaderID != leader.cfg.NodeID || got.Movement.Mode != fsm.ModeMinimal ||
 		got.Movement.Tolerance != minimal.DefaultTolerance || got.Movement.MaxRanges != minimal.DefaultMaxRanges || got.Movement.SinceMs == 0 {

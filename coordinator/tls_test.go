@@ -186,7 +186,7 @@ func TestTLSClusterServesLeasesAndSurvivesLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var answer ControlsAnswer
+	var answer admin.ControlsAnswer
 	err = json.NewDecoder(resp.Body).Decode(&answer)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK || answer.LeaderID != next.cfg.NodeID || !answer.Controls.Paused {

@@ -162,7 +162,7 @@ func TestCtlClusterCommands(t *testing.T) {
 		t.Fatalf("ctl ring does not show the cordon: %q (%v)", out, err)
 	}
 	out, err = ctl(t, append([]string{"uncordon", "w1", "--ring", "eu/prod/orders", "-o", "json"}, at...)...)
-	var ans coordinator.CordonAnswer
+	var ans admin.CordonAnswer
 	if err != nil || json.Unmarshal([]byte(out), &ans) != nil || ans.Cordoned || ans.WorkerID != "w1" || ans.LeaderID != leaderID {
 		t.Fatalf("ctl uncordon -o json: %q (%v)", out, err)
 	}

@@ -40,7 +40,7 @@ is replicated (it survives a failover) and needs every coordinator on FSM versio
 			if err != nil {
 				return fmt.Errorf("RING: %w", err)
 			}
-			req := coordinator.MovementRequest{Mode: args[1]}
+			req := admin.MovementRequest{Mode: args[1]}
 			tolGiven, maxGiven := flagGiven(cmd, "tolerance"), flagGiven(cmd, "max-ranges")
 			switch {
 			case req.Mode != fsm.ModeMinimal && req.Mode != fsm.ModeContiguous:
@@ -64,7 +64,7 @@ is replicated (it survives a failover) and needs every coordinator on FSM versio
 			if err != nil {
 				return err
 			}
-			return show(cmd, c, answer, "a movement answer", func(w io.Writer, a coordinator.MovementAnswer) error {
+			return show(cmd, c, answer, "a movement answer", func(w io.Writer, a admin.MovementAnswer) error {
 				_, err := fmt.Fprintf(w, "ring %s %s (committed by %s)\n", a.Ring, movementLine(a.Movement), a.LeaderID)
 				return err
 			})

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 )
 
@@ -26,7 +25,7 @@ func TestCtlPeers(t *testing.T) {
 		t.Fatalf("remove-peer of an absent node: %v\n%s", err, out)
 	}
 	out, err = ctl(t, "remove-peer", "c9", "--coordinator", addr, "-o", "json")
-	var ans coordinator.PeerChangeAnswer
+	var ans admin.PeerChangeAnswer
 	if err != nil || json.Unmarshal([]byte(out), &ans) != nil || len(ans.Servers) != 1 || ans.Servers[0].ID != "c1" || !ans.Servers[0].Voter {
 		t.Fatalf("remove-peer -o json: %v\n%s", err, out)
 	}

@@ -1,8 +1,8 @@
 // Package admin is the coordinator's admin HTTP API as far as it needs no Raft: the ring view
 // (RingView, the answer of GET /v1/ring and of the ring.view route, with its members, controls,
 // movement mode, reports and backlog), the ring page drawn from it (GET /), the answers of
-// /readyz, /v1/status, /v1/peers and /v1/step-down (status.go), and the server that routes every
-// admin call.
+// /readyz, /v1/status, /v1/peers and /v1/step-down (status.go), the bodies and answers of the calls
+// that change something (actions.go), and the server that routes every admin call.
 //
 // It owns the JSON shapes of the view, byte for byte the wire format ctl, the demo and the
 // benchmarks read; the backlog a leader derives from its members' reports (RingBacklog); the page:

@@ -240,7 +240,7 @@ func (w *rawWorker) waitElement(t *testing.T, what string, after int, ok func(ra
 func tail(els []rawElement, n int) []rawElement { return els[max(0, len(els)-n):] }
 
 // controlsCall posts a flow-control call to co's admin API and returns the committed controls.
-func controlsCall(t *testing.T, co *Coordinator, ring lease.RingKey, action, body string) coordinator.ControlsAnswer {
+func controlsCall(t *testing.T, co *Coordinator, ring lease.RingKey, action, body string) admin.ControlsAnswer {
 	t.Helper()
 	url := fmt.Sprintf("http://%s%s%s/%s/%s/%s", co.Node().HTTPAddr(), coordinator.PathRings, ring.Region, ring.Cluster, ring.Service, action)
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
@@ -249,7 +249,7 @@ func controlsCall(t *testing.T, co *Coordinator, ring lease.RingKey, action, bod
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var a coordinator.ControlsAnswer
+	var a admin.ControlsAnswer
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &a) != nil {
 		t.Fatalf("POST %s %s: %d %s", url, body, resp.StatusCode, b)
 	}
