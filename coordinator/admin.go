@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -56,50 +57,24 @@ const forwardTimeout = 5 * time.Second
 // maxAdminBody bounds the body of an admin call.
 const maxAdminBody = 64 << 10
 
-// PauseRequest pauses the ring's executions of Impl (stacksaga impl types), or the whole ring
-// (no traversal, no execution) when Impl is empty. Reason is a note for people.
-type PauseRequest struct {
-	Impl   []string `json:"impl,omitempty"`
-	Reason string   `json:"reason,omitempty"`
-}
-
-// ResumeRequest ends the pauses of Impl, or every pause of the ring when Impl is empty.
-type ResumeRequest struct {
-	Impl []string `json:"impl,omitempty"`
-}
-
-// LimitRequest sets the ring's execution rate limit to PerSecond (above 0), or clears it.
-type LimitRequest struct {
-	PerSecond *float64 `json:"per_second,omitempty"`
-	Clear     bool     `json:"clear,omitempty"`
-}
-
-// ControlsAnswer answers every ring call: the ring, its controls as committed, and the leader
-// that committed them.
-type ControlsAnswer struct {
-	Ring     lease.RingKey `json:"ring"`
-	Controls ControlsView  `json:"controls"`
-	LeaderID string        `json:"leader_id"`
-}
-
 // serveRingAction serves PathRings: it finds the ring and the action, and builds the command from
 // the body; mutation does the rest.
 func (n *Node) serveRingAction(w http.ResponseWriter, r *http.Request) {
 	ring, action, err := parseRingPath(r.URL.EscapedPath())
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
+		admin.WriteJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
+		admin.WriteJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
 		return
 	}
 	if action == ActionMovement {
 		n.mutation(w, r, func(body []byte, atMs int64) (fsm.Command, error) {
 			return movementCommand(ring, body, atMs)
 		}, func(s *fsm.State, leaderID string) any {
-			return MovementAnswer{Ring: ring, Movement: movementView(s.Ring(ring)), LeaderID: leaderID}
+			return admin.MovementAnswer{Ring: ring, Movement: movementView(s.Ring(ring)), LeaderID: leaderID}
 		})
 		return
 	}
@@ -110,7 +85,7 @@ func (n *Node) serveRingAction(w http.ResponseWriter, r *http.Request) {
 		if rs := s.Ring(ring); rs != nil {
 			c = rs.Controls
 		}
-		return ControlsAnswer{Ring: ring, Controls: controlsView(c), LeaderID: leaderID}
+		return admin.ControlsAnswer{Ring: ring, Controls: controlsView(c), LeaderID: leaderID}
 	})
 }
 
@@ -144,19 +119,19 @@ func ringCommand(ring lease.RingKey, action string, body []byte, atMs int64) (fs
 	}
 	switch action {
 	case ActionPause:
-		var req PauseRequest
+		var req admin.PauseRequest
 		if err := decodeStrict(body, &req); err != nil {
 			return nil, err
 		}
 		c = &fsm.Pause{Ring: ring, Impl: req.Impl, Reason: req.Reason, AtMs: atMs}
 	case ActionResume:
-		var req ResumeRequest
+		var req admin.ResumeRequest
 		if err := decodeStrict(body, &req); err != nil {
 			return nil, err
 		}
 		c = &fsm.Resume{Ring: ring, Impl: req.Impl, AtMs: atMs}
 	case ActionLimit:
-		var req LimitRequest
+		var req admin.LimitRequest
 		if err := decodeStrict(body, &req); err != nil {
 			return nil, err
 		}
@@ -251,7 +226,7 @@ func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body 
 	n.log.Info().Stringer("command", cmd.Type()).Interface("args", cmd).Str("remote", r.RemoteAddr).Msg("admin change committed")
 	var out any
 	n.fsm.View(func(s *fsm.State, _ uint64) { out = answer(s, n.cfg.NodeID) })
-	writeJSON(w, http.StatusOK, out)
+	admin.WriteJSON(w, http.StatusOK, out)
 }
 
 // awaitLeaderToForward waits, at most wait, for a leader other than this node whose admin address
@@ -407,5 +382,5 @@ func writeAdminError(w http.ResponseWriter, err error) {
 	case errors.Is(err, lease.ErrUnavailable):
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, lease.WireError{Code: code, Message: strings.TrimPrefix(err.Error(), code+": ")})
+	admin.WriteJSON(w, status, lease.WireError{Code: code, Message: strings.TrimPrefix(err.Error(), code+": ")})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -54,7 +55,7 @@ func TestAdminControlsThroughAFollower(t *testing.T) {
 	leader := c.leader()
 	follower := c.followers(leader)[0]
 
-	var got ControlsAnswer
+	var got admin.ControlsAnswer
 	status, body := post(t, follower.HTTPAddr(), ringPath(testRing, ActionPause), `{"impl":["payment","email"],"reason":"provider down"}`, &got)
 	if status != http.StatusOK || got.LeaderID != leader.cfg.NodeID || got.Ring != testRing ||
 		got.Controls.Paused || strings.Join(got.Controls.PausedImpl, ",") != "email,payment" ||
@@ -137,7 +138,7 @@ func TestAdminControlsRefuseBadInput(t *testing.T) {
 	for i := range fsm.MaxPausedImpls {
 		impls = append(impls, strings.Repeat("i", i+1))
 	}
-	b, _ := json.Marshal(PauseRequest{Impl: impls})
+	b, _ := json.Marshal(admin.PauseRequest{Impl: impls})
 	if status, body := post(t, follower.HTTPAddr(), ringPath(testRing, ActionPause), string(b), nil); status != http.StatusOK {
 		t.Fatalf("64 impl types: %d %s", status, body)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/rsocket/rsocket-go"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/lease"
 )
@@ -125,7 +126,7 @@ func (n *Node) authorizeHTTP(w http.ResponseWriter, r *http.Request) bool {
 
 func writeUnauthorized(w http.ResponseWriter, msg string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="retryring"`)
-	writeJSON(w, http.StatusUnauthorized, lease.WireError{Code: lease.CodeUnauthorized, Message: msg})
+	admin.WriteJSON(w, http.StatusUnauthorized, lease.WireError{Code: lease.CodeUnauthorized, Message: msg})
 }
 
 // signInternal adds this node's credentials to a call to another coordinator's /v1/internal/

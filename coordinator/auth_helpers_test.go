@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsocket/rsocket-go/core"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
@@ -109,7 +110,7 @@ func appliedState(n *Node) (uint64, string) {
 	}
 	b, _ := json.Marshal(struct {
 		M []m
-		C []NodeView
+		C []admin.NodeView
 	}{ms, v.Coordinators})
 	return applied, string(b)
 }

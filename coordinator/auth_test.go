@@ -11,6 +11,7 @@ import (
 
 	"github.com/rsocket/rsocket-go/core/framing"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/internal/tlsfiles"
 	"github.com/retryring/retryring/lease"
@@ -195,10 +196,10 @@ func TestRotationEndsTheRevokedTokensStream(t *testing.T) {
 			ok := false
 			for _, m := range r.Members {
 				switch {
-				case m.WorkerID == "old" && m.State == MemberActive:
+				case m.WorkerID == "old" && m.State == admin.MemberActive:
 					return false
 				case m.WorkerID == "new":
-					ok = m.State == MemberActive && sharePercent(m.Ranges) == 100
+					ok = m.State == admin.MemberActive && admin.SharePercent(m.Ranges) == 100
 				}
 			}
 			return ok
@@ -245,8 +246,8 @@ func TestAdminBearerTokenAtTheEdge(t *testing.T) {
 	if controlsOn(leader) != nil {
 		t.Fatal("a refused pause was committed")
 	}
-	if status := getJSON(t, follower.HTTPAddr(), PathRing, nil); status != http.StatusOK {
-		t.Errorf("GET %s without a token: %d", PathRing, status)
+	if status := getJSON(t, follower.HTTPAddr(), admin.PathRing, nil); status != http.StatusOK {
+		t.Errorf("GET %s without a token: %d", admin.PathRing, status)
 	}
 
 	auth := map[string]string{"Authorization": "Bearer " + tokAdmin, "Content-Type": "application/json"}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -25,32 +26,18 @@ const (
 	ActionUncordon = "uncordon"
 )
 
-// CordonRequest names the ring of the worker; it may be left out when the worker id is a member
-// of one ring only (the node that gets the call looks it up in its replicated state).
-type CordonRequest struct {
-	Ring *lease.RingKey `json:"ring,omitempty"`
-}
-
-// CordonAnswer is the worker's cordon as committed, and the leader that committed it.
-type CordonAnswer struct {
-	Ring     lease.RingKey `json:"ring"`
-	WorkerID string        `json:"worker_id"`
-	Cordoned bool          `json:"cordoned"`
-	LeaderID string        `json:"leader_id"`
-}
-
 // serveWorkerAction serves PathWorkers: a follower forwards the call to the leader; the leader
 // finds the ring (from the body, or the one ring of its state with a member of that worker id)
 // and mutation commits an fsm.Cordon once the trial shows the worker is a member.
 func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 	workerID, action, err := parseWorkerPath(r.URL.EscapedPath())
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
+		admin.WriteJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
+		admin.WriteJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
 		return
 	}
 	if t := n.currentTerm(); t == nil || !t.isReady() {
@@ -65,7 +52,7 @@ func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 	}
 	var ring lease.RingKey
 	n.mutation(w, r, func(body []byte, _ int64) (fsm.Command, error) {
-		var req CordonRequest
+		var req admin.CordonRequest
 		if err := decodeStrict(body, &req); err != nil {
 			return nil, err
 		}
@@ -80,7 +67,7 @@ func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 		}
 		return c, nil
 	}, func(s *fsm.State, leaderID string) any {
-		ans := CordonAnswer{Ring: ring, WorkerID: workerID, LeaderID: leaderID}
+		ans := admin.CordonAnswer{Ring: ring, WorkerID: workerID, LeaderID: leaderID}
 		if rs := s.Ring(ring); rs != nil {
 			ans.Cordoned = rs.IsCordoned(workerID)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -25,7 +26,7 @@ func TestCordonedWorkerStaysConnectedWithNoRanges(t *testing.T) {
 	a, b := startSplitPair(t, addrs)
 
 	streamErr := a.lastStreamErr() // a first stream may have ended on a follower's not_leader
-	var got CordonAnswer
+	var got admin.CordonAnswer
 	status, body := post(t, follower.HTTPAddr(), workerPath("a", ActionCordon), ``, &got)
 	if status != http.StatusOK || !got.Cordoned || got.Ring != testRing || got.WorkerID != "a" || got.LeaderID != leader.cfg.NodeID {
 		t.Fatalf("cordon a through %s: %d %s", follower.cfg.NodeID, status, body)
@@ -48,14 +49,14 @@ func TestCordonedWorkerStaysConnectedWithNoRanges(t *testing.T) {
 			}
 			for _, m := range r.Members {
 				if m.WorkerID == "a" {
-					return m.Cordoned && m.State == MemberActive
+					return m.Cordoned && m.State == admin.MemberActive
 				}
 			}
 			return false
 		})
 	}
 	// The ring page shows it as cordoned.
-	resp, err := http.Get("http://" + follower.HTTPAddr() + PathPage)
+	resp, err := http.Get("http://" + follower.HTTPAddr() + admin.PathPage)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,10 +46,11 @@
 //	<-sigterm
 //	n.Close() // hands leadership over first
 //
-// The admin HTTP listener serves GET / (the ring page, page.go), GET /v1/ring (the same view as
-// JSON), /healthz, /readyz and /metrics (metrics.go), which read the view and decide nothing (the
-// leader's view adds what workers reported, backlog.go: it is for people and alerts, and no
-// decision of the coordinator reads it); and the mutations POST
+// The admin HTTP listener (package admin's server, over adminnode.go) serves GET / (the ring
+// page), GET /v1/ring (the same view as JSON, view.go builds it in admin's types), /healthz,
+// /readyz and /metrics (metrics.go), which read the view and decide nothing (the leader's view
+// adds what workers reported, backlog.go and admin.RingBacklog: it is for people and alerts, and
+// no decision of the coordinator reads it); and the mutations POST
 // /v1/rings/{region}/{cluster}/{service}/pause|resume|limit (admin.go), which all pass through one
 // wrapper: the caller's authorization, strict input, forwarding from a follower to the leader,
 // the version gate (register.go), the commit.

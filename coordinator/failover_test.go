@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -266,8 +267,8 @@ func TestGracefulCloseThenQuorumLoss(t *testing.T) {
 			t.Errorf("%s without a quorum: ack %+v, err %v; want no_leader, not_leader or unavailable", rq.route, ack, err)
 		}
 	}
-	var rd readiness
-	if status := getJSON(t, survivor.HTTPAddr(), PathReadyz, &rd); status != http.StatusServiceUnavailable || rd.Ready {
+	var rd admin.Readiness
+	if status := getJSON(t, survivor.HTTPAddr(), admin.PathReadyz, &rd); status != http.StatusServiceUnavailable || rd.Ready {
 		t.Fatalf("readyz without a leader: %d %+v", status, rd)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/testkit/flood"
 )
@@ -72,7 +73,7 @@ func TestFloodBesideTwoRealWorkers(t *testing.T) {
 		t.Fatalf("the flood sent nothing: %+v", st)
 	}
 	for _, n := range c.nodes {
-		if status := getJSON(t, n.HTTPAddr(), PathHealthz, nil); status != http.StatusOK {
+		if status := getJSON(t, n.HTTPAddr(), admin.PathHealthz, nil); status != http.StatusOK {
 			t.Errorf("%s: /healthz %d after the flood", n.cfg.NodeID, status)
 		}
 	}

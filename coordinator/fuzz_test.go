@@ -20,6 +20,7 @@ import (
 	"github.com/rsocket/rsocket-go/extension"
 	"github.com/rsocket/rsocket-go/payload"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -421,7 +422,7 @@ func routeBodyDecodes(route string, data []byte) bool {
 func checkRouteAnswer(t *testing.T, route string, data []byte) {
 	t.Helper()
 	if route == lease.RouteView {
-		var v RingView
+		var v admin.RingView
 		if err := json.Unmarshal(data, &v); err != nil || v.CoordinatorID == "" {
 			t.Fatalf("ring.view answered %q (%v)", data, err)
 		}
@@ -556,7 +557,7 @@ func FuzzAdminRequests(f *testing.F) {
 		case status != http.StatusOK:
 			return
 		}
-		var got ControlsAnswer
+		var got admin.ControlsAnswer
 		if err := json.Unmarshal(answer, &got); err != nil || got.Ring != ring || got.LeaderID != leader.cfg.NodeID {
 			t.Fatalf("%s %q answered %q (%v)", path, body, answer, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -48,7 +49,7 @@ func TestLeasesCoverTheRingAndSplitAfterARelease(t *testing.T) {
 		t.Fatalf("view: %+v", v.Rings)
 	}
 	for _, m := range v.Rings[0].Members {
-		if m.State != MemberActive || m.LeaseExpiresMs == 0 || len(m.Ranges) != 1 {
+		if m.State != admin.MemberActive || m.LeaseExpiresMs == 0 || len(m.Ranges) != 1 {
 			t.Errorf("member %+v", m)
 		}
 	}
@@ -136,7 +137,7 @@ func TestNewerConnectionOfTheSameIncarnationWins(t *testing.T) {
 		return ok && g.lease.Epoch == before.lease.Epoch && g.lease.Ranges.Equal(before.lease.Ranges)
 	})
 	v := leader.View()
-	if m := v.Rings[0].Members; len(m) != 1 || m[0].State != MemberActive || m[0].Epoch != before.lease.Epoch {
+	if m := v.Rings[0].Members; len(m) != 1 || m[0].State != admin.MemberActive || m[0].Epoch != before.lease.Epoch {
 		t.Fatalf("members %+v: the member must have stayed active on its epoch", m)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -42,36 +43,8 @@ const (
 	peerChangeTimeout = 10 * time.Second
 )
 
-// PeerRequest names a voter: its node id and, to add it, the Raft address the others dial.
-// Replace (--replace, ctl add-peer --replace) says the operator means to replace a voter of that
-// id: the leader removes it (and its registration) and adds this one, wherever it was. EmptyLog
-// is set by a node that joins from an empty data directory.
-type PeerRequest struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr,omitempty"`
-	Replace  bool   `json:"replace,omitempty"`
-	EmptyLog bool   `json:"empty_log,omitempty"`
-	// DryRun asks only whether the leader would add the node: a node joining from an empty data
-	// directory asks it before it takes any Raft traffic (streamLayer.gate), and only then the
-	// real join, whose commit may need its vote.
-	DryRun bool `json:"dry_run,omitempty"`
-}
-
-// PeerChangeAnswer answers PathAddPeer, PathRemovePeer and PathJoin: the Raft configuration after
-// the change, as the leader has it.
-type PeerChangeAnswer struct {
-	LeaderID string           `json:"leader_id"`
-	Servers  []RaftServerView `json:"servers"`
-}
-
-// RaftServerView is one server of the Raft configuration as PeerChangeAnswer lists it.
-type RaftServerView struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	Voter    bool   `json:"voter"`
-}
-
-func (p PeerRequest) validate(needAddr bool) error {
+// validatePeer checks p: a node id, and a Raft address when needAddr (to add it).
+func validatePeer(p admin.PeerRequest, needAddr bool) error {
 	switch {
 	case !validNodeID(p.ID):
 		return fmt.Errorf("%w: want a node id (no spaces or slashes, at most 128 bytes), got %q", lease.ErrBadRequest, p.ID)
@@ -96,17 +69,17 @@ func (n *Node) serveRemovePeer(w http.ResponseWriter, r *http.Request) {
 // peerChange is mutation for the Raft configuration: authorize, read and check the body (400 on
 // any node), forward to the leader from a follower, and on the leader make the change and
 // answer the configuration.
-func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool, change func(PeerRequest) error) {
+func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool, change func(admin.PeerRequest) error) {
 	body, ok := readAdminBody(w, r)
 	if !ok {
 		return
 	}
-	var req PeerRequest
+	var req admin.PeerRequest
 	if err := decodeStrict(body, &req); err != nil {
 		writeAdminError(w, err)
 		return
 	}
-	if err := req.validate(needAddr); err != nil {
+	if err := validatePeer(req, needAddr); err != nil {
 		writeAdminError(w, err)
 		return
 	}
@@ -127,17 +100,17 @@ func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool,
 		writeAdminError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, PeerChangeAnswer{LeaderID: n.cfg.NodeID, Servers: servers})
+	admin.WriteJSON(w, http.StatusOK, admin.PeerChangeAnswer{LeaderID: n.cfg.NodeID, Servers: servers})
 }
 
-func (n *Node) configuration() ([]RaftServerView, error) {
+func (n *Node) configuration() ([]admin.RaftServerView, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("%w: read the raft configuration: %w", lease.ErrUnavailable, err)
 	}
-	var out []RaftServerView
+	var out []admin.RaftServerView
 	for _, s := range f.Configuration().Servers {
-		out = append(out, RaftServerView{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+		out = append(out, admin.RaftServerView{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
 	return out, nil
 }
@@ -149,12 +122,12 @@ func (n *Node) configuration() ([]RaftServerView, error) {
 // a voter of that id at another address, or a registered voter of that id that asks to join again
 // from an empty data directory (it may vote a second time in a term it voted in), is refused with
 // ErrPeerConflict unless the request says Replace.
-func (n *Node) addVoter(p PeerRequest) error {
+func (n *Node) addVoter(p admin.PeerRequest) error {
 	servers, err := n.configuration()
 	if err != nil {
 		return err
 	}
-	var have *RaftServerView
+	var have *admin.RaftServerView
 	for i, s := range servers {
 		if s.ID != p.ID && s.RaftAddr == p.RaftAddr {
 			return fmt.Errorf("%w: raft address %s belongs to %s; remove that one first", lease.ErrBadRequest, p.RaftAddr, s.ID)
@@ -196,12 +169,12 @@ func (n *Node) addVoter(p PeerRequest) error {
 // is removed with its registration before the new one is added, so that the new one starts as a
 // server the cluster has never counted a vote from. The leader does not replace itself: it is
 // running, since it answers (addVoter refuses that).
-func (n *Node) replaceVoter(p PeerRequest, have *RaftServerView) error {
+func (n *Node) replaceVoter(p admin.PeerRequest, have *admin.RaftServerView) error {
 	// A voter at this very address that never registered is the replacement itself (a join asked
 	// again before its answer arrived) or one an operator added: nothing to take out.
 	fresh := have != nil && have.RaftAddr == p.RaftAddr && !registered(n, p.ID)
 	if have != nil && !fresh {
-		if err := n.removeVoter(PeerRequest{ID: p.ID}); err != nil {
+		if err := n.removeVoter(admin.PeerRequest{ID: p.ID}); err != nil {
 			return err
 		}
 		n.log.Warn().Str("peer_id", p.ID).Str("old_raft_addr", have.RaftAddr).Str("peer_raft_addr", p.RaftAddr).
@@ -222,7 +195,7 @@ func registered(n *Node, id string) bool {
 // removeVoter takes a server out of the configuration and forgets its registration (its addresses
 // would otherwise stay in the ring view and in no_leader lists). The leader removing itself
 // forgets its registration first: it cannot commit anything once it is out.
-func (n *Node) removeVoter(p PeerRequest) error {
+func (n *Node) removeVoter(p admin.PeerRequest) error {
 	servers, err := n.configuration()
 	if err != nil {
 		return err
@@ -275,7 +248,7 @@ func configErr(err error) error {
 // bootstraps (startRaft), so until then it neither votes nor stands for election.
 func (n *Node) joinLoop() {
 	client := n.peerHTTPClient(peerChangeTimeout + 2*time.Second)
-	req := PeerRequest{ID: n.cfg.NodeID, RaftAddr: n.raftAddr, Replace: n.cfg.Replace, EmptyLog: n.emptyLog}
+	req := admin.PeerRequest{ID: n.cfg.NodeID, RaftAddr: n.raftAddr, Replace: n.cfg.Replace, EmptyLog: n.emptyLog}
 	// A node with an empty data directory takes Raft traffic only once the leader said it would
 	// add it (streamLayer.gate): refused, it has voted in no term of the cluster.
 	gateOpen := !n.emptyLog
@@ -296,11 +269,11 @@ func (n *Node) joinLoop() {
 			}
 			continue // check the configuration at once: the leader replicates it to this node
 		}
-		if errors.Is(err, errJoinUnchecked) && req != (PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr}) {
+		if errors.Is(err, errJoinUnchecked) && req != (admin.PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr}) {
 			// A leader of an older release knows none of the new fields: join as that release
 			// does, unchecked, rather than not at all during a rolling upgrade.
 			n.log.Warn().Err(err).Str("join_addr", addr).Msg("the leader cannot check this join (an older release): joining unchecked")
-			req = PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr}
+			req = admin.PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr}
 			n.openRaftGate()
 			gateOpen = true
 			continue

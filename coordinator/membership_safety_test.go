@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -352,10 +353,10 @@ func TestUnregisteredVoterIsNamedAsTheLikelyCause(t *testing.T) {
 	if !errors.Is(err, ErrUpgradeIncomplete) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("pause with c4 unregistered: %v, want ErrUpgradeIncomplete saying %q", err, want)
 	}
-	var peers PeersAnswer
+	var peers admin.PeersAnswer
 	getJSON(t, leader.HTTPAddr(), PathPeers, &peers)
 	for _, p := range peers.Peers {
-		if p.ID == "c4" && (p.Problem != PeerUnregistered || !strings.HasPrefix(p.Error, "has not registered its admin address")) {
+		if p.ID == "c4" && (p.Problem != admin.PeerUnregistered || !strings.HasPrefix(p.Error, "has not registered its admin address")) {
 			t.Fatalf("c4 in the peers list: %+v", p)
 		}
 	}
@@ -370,8 +371,8 @@ func TestPeersNotKnownYetAfterStart(t *testing.T) {
 	n := startNode(t, joinerConfig(t, "c9", "", nil, addr))
 	problem, reason := n.unregisteredPeer("c1")
 	want := "not known yet: c9 (asked) has not applied its log since it started (no contact with a leader yet), so it does not know c1's admin address yet; ask again in a moment"
-	if problem != PeerUnknown || reason != want {
-		t.Fatalf("unregisteredPeer: %q %q, want %q %q", problem, reason, PeerUnknown, want)
+	if problem != admin.PeerUnknown || reason != want {
+		t.Fatalf("unregisteredPeer: %q %q, want %q %q", problem, reason, admin.PeerUnknown, want)
 	}
 }
 
@@ -380,7 +381,7 @@ func TestPeersNotKnownYetAfterStart(t *testing.T) {
 // rolling upgrade.
 func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
 	var mu sync.Mutex
-	var plain []PeerRequest
+	var plain []admin.PeerRequest
 	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			ID       string `json:"id"`
@@ -393,9 +394,9 @@ func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
 			return
 		}
 		mu.Lock()
-		plain = append(plain, PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr})
+		plain = append(plain, admin.PeerRequest{ID: req.ID, RaftAddr: req.RaftAddr})
 		mu.Unlock()
-		writeJSON(w, http.StatusOK, PeerChangeAnswer{LeaderID: "c1"})
+		admin.WriteJSON(w, http.StatusOK, admin.PeerChangeAnswer{LeaderID: "c1"})
 	}))
 	t.Cleanup(old.Close)
 	n := startNode(t, joinerConfig(t, "c9", "", nil, strings.TrimPrefix(old.URL, "http://")))
@@ -407,7 +408,7 @@ func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
 	mu.Lock()
 	got := plain[0]
 	mu.Unlock()
-	if got != (PeerRequest{ID: "c9", RaftAddr: n.RaftAddr()}) {
+	if got != (admin.PeerRequest{ID: "c9", RaftAddr: n.RaftAddr()}) {
 		t.Fatalf("the older leader got %+v", got)
 	}
 	select {

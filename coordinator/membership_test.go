@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 )
 
@@ -88,7 +89,7 @@ func TestReplaceADeadNode(t *testing.T) {
 		alive = n
 	}
 
-	var ans PeerChangeAnswer
+	var ans admin.PeerChangeAnswer
 	if status, body := post(t, alive.HTTPAddr(), PathRemovePeer, `{"id":"`+dead.cfg.NodeID+`"}`, &ans); status != http.StatusOK {
 		t.Fatalf("remove-peer %s through %s: %d %s", dead.cfg.NodeID, alive.cfg.NodeID, status, body)
 	}
@@ -132,11 +133,11 @@ func TestAddPeerThenStartIt(t *testing.T) {
 	leader := c.leader()
 	ln := listenLoopback(t)
 	addr := ln.Addr().String()
-	var ans PeerChangeAnswer
+	var ans admin.PeerChangeAnswer
 	if status, body := post(t, c.followers(leader)[0].HTTPAddr(), PathAddPeer, `{"id":"c4","raft_addr":"`+addr+`"}`, &ans); status != http.StatusOK {
 		t.Fatalf("add-peer: %d %s", status, body)
 	}
-	if !slices.ContainsFunc(ans.Servers, func(p RaftServerView) bool { return p.ID == "c4" && p.RaftAddr == addr && p.Voter }) {
+	if !slices.ContainsFunc(ans.Servers, func(p admin.RaftServerView) bool { return p.ID == "c4" && p.RaftAddr == addr && p.Voter }) {
 		t.Fatalf("add-peer answered %+v", ans)
 	}
 	n, err := New(Config{NodeID: "c4", DataDir: t.TempDir(), Join: []string{leader.HTTPAddr()}, Timing: testTiming, NoSync: true,
@@ -170,8 +171,8 @@ func TestJoinNodeAloneNeverElectsItself(t *testing.T) {
 	if servers, err := n.configuration(); err != nil || len(servers) != 0 {
 		t.Fatalf("configuration %+v (%v), want none", servers, err)
 	}
-	var rd readiness
-	if status := getJSON(t, n.HTTPAddr(), PathReadyz, &rd); status != http.StatusServiceUnavailable || rd.Ready {
+	var rd admin.Readiness
+	if status := getJSON(t, n.HTTPAddr(), admin.PathReadyz, &rd); status != http.StatusServiceUnavailable || rd.Ready {
 		t.Fatalf("readyz %d %+v", status, rd)
 	}
 }

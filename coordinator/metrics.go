@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -155,12 +156,12 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	_, leader := n.raft.LeaderWithID()
 	gauge(descLeaderKnow, b2f(leader != ""))
 	for _, r := range n.View().Rings {
-		count := map[string]int{MemberActive: 0, MemberJoining: 0, MemberDeparted: 0}
+		count := map[string]int{admin.MemberActive: 0, admin.MemberJoining: 0, admin.MemberDeparted: 0}
 		assigned, most := 0.0, 0
 		for _, m := range r.Members {
 			count[m.State]++
-			if m.State == MemberActive {
-				assigned += sharePercent(m.Ranges) / 100
+			if m.State == admin.MemberActive {
+				assigned += admin.SharePercent(m.Ranges) / 100
 				most = max(most, len(m.Ranges))
 			}
 		}
@@ -177,7 +178,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Backlog metrics come from the leader's reports (BacklogView); a follower has none and exports
-// none. Labels are the ring's and, for rates, the outcome (knownOutcomes and "other"): nothing
+// none. Labels are the ring's and, for rates, the outcome (KnownOutcomes and "other"): nothing
 // per worker.
 var (
 	descBacklogAge = prometheus.NewDesc("retryring_coordinator_backlog_age_seconds",
@@ -195,7 +196,7 @@ var (
 	backlogDescs = []*prometheus.Desc{descBacklogAge, descPendingRows, descExecRate, descOpenBreakers, descDeadLetterRate, descReportsUnknown}
 )
 
-func collectBacklog(gauge func(*prometheus.Desc, float64, ...string), r RingStateView) {
+func collectBacklog(gauge func(*prometheus.Desc, float64, ...string), r admin.RingStateView) {
 	b := r.Backlog
 	age := math.NaN()
 	if b.AgeMs != nil {

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"fmt"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -14,51 +15,8 @@ import (
 // It answers MovementAnswer, the setting as committed.
 const ActionMovement = "movement"
 
-// MovementRequest sets the ring's movement mode: "contiguous" (the default: the equal split in
-// join order) or "minimal" (docs/architecture.md, "The minimal movement mode"), with its
-// tolerance (0 to 0.5, default 0.1), its most ranges per member (default 16), its return delay
-// (1 s to 10 min, default 10 s), its idle time before an even-out step (1 s to 1 h, default 10 s)
-// and the most moves of one step (1 to 1024, default 8); all are refused with "contiguous".
-// A parameter left out takes its default.
-type MovementRequest struct {
-	Mode          string   `json:"mode"`
-	Tolerance     *float64 `json:"tolerance,omitempty"`
-	MaxRanges     *int     `json:"max_ranges,omitempty"`
-	ReturnDelayMs *int64   `json:"return_delay_ms,omitempty"`
-	IdleMs        *int64   `json:"idle_ms,omitempty"`
-	StepMoves     *int     `json:"step_moves,omitempty"`
-}
-
-// MovementView is a ring's movement mode as committed.
-type MovementView struct {
-	Mode string `json:"mode"`
-	// Tolerance and MaxRanges are the minimal mode's parameters, defaults filled in; 0 in the
-	// contiguous mode.
-	Tolerance float64 `json:"tolerance,omitempty"`
-	MaxRanges int     `json:"max_ranges,omitempty"`
-	// ReturnDelayMs, IdleMs and StepMoves are its timing, defaults filled in; 0 in the
-	// contiguous mode: a leaver's ranges wait ReturnDelayMs for its return, and an even-out step
-	// of at most StepMoves moves follows IdleMs of a settled ring.
-	ReturnDelayMs int64 `json:"return_delay_ms,omitempty"`
-	IdleMs        int64 `json:"idle_ms,omitempty"`
-	StepMoves     int   `json:"step_moves,omitempty"`
-	// Reserved are the worker ids whose ranges wait for a new incarnation of the id, until the
-	// leader hands them on (the minimal mode's return delay).
-	Reserved []string `json:"reserved,omitempty"`
-	// SinceMs is when the mode last changed (the leader's wall clock, Unix ms); 0: never set.
-	SinceMs int64 `json:"since_ms,omitempty"`
-}
-
-// MovementAnswer answers a movement call: the ring, its mode as committed, and the leader that
-// committed it.
-type MovementAnswer struct {
-	Ring     lease.RingKey `json:"ring"`
-	Movement MovementView  `json:"movement"`
-	LeaderID string        `json:"leader_id"`
-}
-
-func movementView(r *fsm.Ring) MovementView {
-	v := MovementView{Mode: r.Mode()}
+func movementView(r *fsm.Ring) admin.MovementView {
+	v := admin.MovementView{Mode: r.Mode()}
 	if r == nil || r.Movement == nil {
 		return v
 	}
@@ -73,7 +31,7 @@ func movementView(r *fsm.Ring) MovementView {
 
 // movementCommand is the SetMovement of a movement call's body; bad input is lease.ErrBadRequest.
 func movementCommand(ring lease.RingKey, body []byte, atMs int64) (*fsm.SetMovement, error) {
-	var req MovementRequest
+	var req admin.MovementRequest
 	if err := decodeStrict(body, &req); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/lease/minimal"
@@ -47,7 +48,7 @@ func TestMinimalMovementThroughTheAdminAPI(t *testing.T) {
 	ga, _ := a.latest()
 	gb, _ := b.latest()
 
-	var got MovementAnswer
+	var got admin.MovementAnswer
 	status, body := post(t, follower.HTTPAddr(), ringPath(testRing, ActionMovement), `{"mode":"minimal"}`, &got)
 	if status != http.StatusOK || got.Ring != testRing || got.LeaderID != leader.cfg.NodeID || got.Movement.Mode != fsm.ModeMinimal ||
 		got.Movement.Tolerance != minimal.DefaultTolerance || got.Movement.MaxRanges != minimal.DefaultMaxRanges || got.Movement.SinceMs == 0 {
@@ -198,7 +199,7 @@ func ringMetric(t *testing.T, n *Node, name string) float64 {
 	return 0
 }
 
-func getPage(t *testing.T, addr string) string { return getBody(t, addr, PathPage) }
+func getPage(t *testing.T, addr string) string { return getBody(t, addr, admin.PathPage) }
 
 func getBody(t *testing.T, addr, path string) string {
 	t.Helper()

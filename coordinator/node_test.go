@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -15,9 +16,9 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 	leader := c.leader()
 	follower := c.followers(leader)[0]
 
-	var v RingView
+	var v admin.RingView
 	eventually(t, 5*time.Second, "every coordinator registered in a follower's view", func() bool {
-		if status := getJSON(t, follower.HTTPAddr(), PathRing, &v); status != http.StatusOK {
+		if status := getJSON(t, follower.HTTPAddr(), admin.PathRing, &v); status != http.StatusOK {
 			t.Fatalf("GET /v1/ring: %d", status)
 		}
 		registered := 0
@@ -33,27 +34,27 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 	}
 	for _, cv := range v.Coordinators {
 		n := c.byID(cv.ID)
-		want := CoordinatorFollower
+		want := admin.CoordinatorFollower
 		if n == leader {
-			want = CoordinatorLeader
+			want = admin.CoordinatorLeader
 		}
 		if cv.State != want || !cv.Voter || cv.RaftAddr != n.RaftAddr() || cv.RSocketAddr != n.RSocketAddr() || cv.HTTPAddr != n.HTTPAddr() {
 			t.Errorf("coordinator %s: got %+v", cv.ID, cv)
 		}
 	}
 
-	if status := getJSON(t, follower.HTTPAddr(), PathHealthz, nil); status != http.StatusOK {
+	if status := getJSON(t, follower.HTTPAddr(), admin.PathHealthz, nil); status != http.StatusOK {
 		t.Errorf("healthz: %d", status)
 	}
-	var rd readiness
+	var rd admin.Readiness
 	eventually(t, 5*time.Second, "follower ready", func() bool {
-		return getJSON(t, follower.HTTPAddr(), PathReadyz, &rd) == http.StatusOK && rd.Ready
+		return getJSON(t, follower.HTTPAddr(), admin.PathReadyz, &rd) == http.StatusOK && rd.Ready
 	})
 	var e map[string]string
 	if status := getJSON(t, follower.HTTPAddr(), "/nope", &e); status != http.StatusNotFound || e["error"] != "not_found" {
 		t.Errorf("unknown path: %d %v", status, e)
 	}
-	resp, err := http.Post("http://"+follower.HTTPAddr()+PathRing, "application/json", strings.NewReader("{}"))
+	resp, err := http.Post("http://"+follower.HTTPAddr()+admin.PathRing, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestRingPageInABrowser(t *testing.T) {
 	eventually(t, 30*time.Second, "three known samples of the backlog age", func() bool {
 		known := 0
 		for _, s := range term.backlog.series()[testRing.String()] {
-			if s.known {
+			if s.Known {
 				known++
 			}
 		}

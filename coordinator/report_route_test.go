@@ -14,6 +14,7 @@ import (
 
 	"github.com/rsocket/rsocket-go/payload"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -69,16 +70,16 @@ func connectedOnly(t *testing.T, id, addr string) *testWorker {
 }
 
 // memberOf returns worker's member view in the leader's view of testRing.
-func memberOf(t *testing.T, n *Node, worker string) MemberView {
+func memberOf(t *testing.T, n *Node, worker string) admin.MemberView {
 	t.Helper()
 	r, _ := n.View().Ring(testRing)
 	for _, m := range r.Members {
-		if m.WorkerID == worker && m.State != MemberDeparted {
+		if m.WorkerID == worker && m.State != admin.MemberDeparted {
 			return m
 		}
 	}
 	t.Fatalf("%s is not a member: %+v", worker, r.Members)
-	return MemberView{}
+	return admin.MemberView{}
 }
 
 func scrape(t *testing.T, addr string) string {
@@ -144,14 +145,14 @@ func TestReportsReachTheViewAndMetrics(t *testing.T) {
 	time.Sleep(testReportPeriod / 2)
 	send(110)
 
-	var view RingView
-	getJSON(t, leader.HTTPAddr(), PathRing, &view)
+	var view admin.RingView
+	getJSON(t, leader.HTTPAddr(), admin.PathRing, &view)
 	r, ok := view.Ring(testRing)
 	if !ok || r.Backlog == nil {
 		t.Fatalf("the leader's view has no backlog: %+v", r)
 	}
 	b := r.Backlog
-	if b.State != ReportFresh || b.AgeMs == nil || *b.AgeMs < (10*time.Minute).Milliseconds() || b.OldestWindowStartMs != dirOldest {
+	if b.State != admin.ReportFresh || b.AgeMs == nil || *b.AgeMs < (10*time.Minute).Milliseconds() || b.OldestWindowStartMs != dirOldest {
 		t.Errorf("backlog %+v (age %v); want fresh, at least 10 min old, from Node-0's directory window", b, b.AgeMs)
 	}
 	if b.PendingRows != 12 || b.ExecutionsPerS["done"] <= 0 || b.DeadLettersPerHour != 0 || len(b.OpenBreakers) != 1 ||
@@ -159,7 +160,7 @@ func TestReportsReachTheViewAndMetrics(t *testing.T) {
 		t.Errorf("backlog figures %+v", b)
 	}
 	for _, m := range r.Members {
-		if m.Report == nil || m.Report.State != ReportFresh || m.Report.AgeMs == nil || m.Report.Report == nil || m.Report.ExecutionsPerS == nil {
+		if m.Report == nil || m.Report.State != admin.ReportFresh || m.Report.AgeMs == nil || m.Report.Report == nil || m.Report.ExecutionsPerS == nil {
 			t.Errorf("member %s: report %+v; want a fresh one with rates", m.WorkerID, m.Report)
 		}
 	}
@@ -186,7 +187,7 @@ func TestReportsReachTheViewAndMetrics(t *testing.T) {
 		t.Errorf("report to a follower: %v; want not_leader naming %s", err, leader.RSocketAddr())
 	}
 	var fv map[string]any
-	getJSON(t, follower.HTTPAddr(), PathRing, &fv)
+	getJSON(t, follower.HTTPAddr(), admin.PathRing, &fv)
 	if b, _ := json.Marshal(fv); strings.Contains(string(b), `"report"`) || strings.Contains(string(b), `"backlog"`) {
 		t.Errorf("a follower's view shows reports: %s", b)
 	}
@@ -197,13 +198,13 @@ func TestReportsReachTheViewAndMetrics(t *testing.T) {
 	// Silence: after three periods every report reads unknown, and so does the backlog.
 	eventually(t, 10*time.Second, "reports turn unknown", func() bool {
 		r, _ := leader.View().Ring(testRing)
-		return r.Backlog != nil && r.Backlog.State == ReportUnknown && len(r.Backlog.ReportsUnknown) == 2
+		return r.Backlog != nil && r.Backlog.State == admin.ReportUnknown && len(r.Backlog.ReportsUnknown) == 2
 	})
 	r, _ = leader.View().Ring(testRing)
 	if r.Backlog.AgeMs != nil || r.Backlog.PendingRows != 0 || len(r.Backlog.OpenBreakers) != 0 {
 		t.Errorf("an unknown backlog still shows figures: %+v", r.Backlog)
 	}
-	if mv := memberOf(t, leader, node0.id); mv.Report.State != ReportUnknown || mv.Report.Report == nil || mv.Report.PendingRows != 5 {
+	if mv := memberOf(t, leader, node0.id); mv.Report.State != admin.ReportUnknown || mv.Report.Report == nil || mv.Report.PendingRows != 5 {
 		t.Errorf("Node-0's stale report: %+v; want unknown with its last figures", mv.Report)
 	}
 	m = scrape(t, leader.HTTPAddr())

@@ -4,33 +4,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
-
-// Report states of MemberReport and BacklogView.
-const (
-	// ReportFresh: received within three report periods.
-	ReportFresh = "fresh"
-	// ReportUnknown: older than that, or none received by this leader. Never read as "fine".
-	ReportUnknown = "unknown"
-)
-
-// MemberReport is what the leader knows of a member from its ring.report (docs/protocol.md
-// section 7.1): the last report as the worker sent it, its age, and the rates taken from it and an
-// earlier one.
-type MemberReport struct {
-	// State is ReportFresh or ReportUnknown.
-	State string `json:"state"`
-	// AgeMs is how long ago this leader received the last report; null when it received none.
-	AgeMs *int64 `json:"age_ms"`
-	// ExecutionsPerS and DeadLettersPerHour are rates between the last report and an earlier one
-	// at least half a period older; absent until there are two such reports.
-	ExecutionsPerS     map[string]float64 `json:"executions_per_s,omitempty"`
-	DeadLettersPerHour *float64           `json:"dead_letters_per_hour,omitempty"`
-	// Report is the last report, its fields inline; absent when none was received.
-	*lease.Report
-}
 
 // receivedReport is one ring.report with its receipt time on the leader's clock.
 type receivedReport struct {
@@ -145,19 +122,19 @@ func (s *reportStore) idleAt(e *memberReports, now time.Time) bool {
 }
 
 // view is the member's report as the ring view shows it at now.
-func (s *reportStore) view(id memberID, now time.Time) *MemberReport {
+func (s *reportStore) view(id memberID, now time.Time) *admin.MemberReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.byMember[id]
 	if !ok {
-		return &MemberReport{State: ReportUnknown}
+		return &admin.MemberReport{State: admin.ReportUnknown}
 	}
 	age := now.Sub(e.last.at)
 	ageMs := age.Milliseconds()
 	r := e.last.report
-	mr := &MemberReport{State: ReportUnknown, AgeMs: &ageMs, Report: &r}
+	mr := &admin.MemberReport{State: admin.ReportUnknown, AgeMs: &ageMs, Report: &r}
 	if age <= s.fresh() {
-		mr.State = ReportFresh
+		mr.State = admin.ReportFresh
 	}
 	if span := e.last.at.Sub(e.base.at); e.hasBase && span > 0 {
 		base := e.base.report

@@ -10,6 +10,7 @@ import (
 	"github.com/rsocket/rsocket-go/core"
 	"github.com/rsocket/rsocket-go/core/framing"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -39,7 +40,7 @@ func TestSilentConnectionIsClosedAndItsWorkerDown(t *testing.T) {
 		time.Since(silentFrom).Round(time.Millisecond), leader.cfg.SilenceTimeout)
 	eventually(t, 5*time.Second, "the hung worker committed down", func() bool {
 		v := leader.View()
-		return len(v.Rings) == 1 && len(v.Rings[0].Members) == 1 && v.Rings[0].Members[0].State == MemberDeparted
+		return len(v.Rings) == 1 && len(v.Rings[0].Members) == 1 && v.Rings[0].Members[0].State == admin.MemberDeparted
 	})
 
 	// A connection that never even sends SETUP is closed too.
@@ -143,7 +144,7 @@ func TestBadInputGetsClearErrorsAndNoCrash(t *testing.T) {
 	eventually(t, 10*time.Second, "a worker still gets the ring", func() bool {
 		return w.holds(lease.Ranges{lease.FullRing}, 0, 1)
 	})
-	if getJSON(t, leader.HTTPAddr(), PathHealthz, nil) != http.StatusOK {
+	if getJSON(t, leader.HTTPAddr(), admin.PathHealthz, nil) != http.StatusOK {
 		t.Fatal("unhealthy after bad input")
 	}
 }

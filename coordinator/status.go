@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -35,91 +36,9 @@ const peerTimeout = 2 * time.Second
 // the transfer, before it answers without naming the new leader.
 const stepDownWait = 10 * time.Second
 
-// NodeStatus is one coordinator as it describes itself: its Raft state and indexes (raft.Stats),
-// its replicated state in numbers, and whether it is ready (GET /readyz) and why not.
-type NodeStatus struct {
-	ID          string `json:"id"`
-	RaftAddr    string `json:"raft_addr"`
-	RSocketAddr string `json:"rsocket_addr"`
-	HTTPAddr    string `json:"http_addr"`
-	// State is Raft's: "leader", "follower", "candidate" or "shutdown".
-	State    string `json:"state"`
-	Term     uint64 `json:"term"`
-	LeaderID string `json:"leader_id"`
-	// LastContact is when this node last heard from the leader, as Raft says it ("0" on the
-	// leader, "never" before the first contact, else a duration such as "12.5ms").
-	LastContact  string `json:"last_contact"`
-	LastLogIndex uint64 `json:"last_log_index"`
-	CommitIndex  uint64 `json:"commit_index"`
-	AppliedIndex uint64 `json:"applied_index"`
-	// FSMVersion is the FSM version this node's build runs.
-	FSMVersion int `json:"fsm_version"`
-	Rings      int `json:"rings"`
-	Members    int `json:"members"`
-	Cordoned   int `json:"cordoned"`
-	// EpochFloor is the floor every ring's epochs start above (0 before the first leader of a
-	// new state committed it); Settling: that leader is still waiting out every lease that may be
-	// alive from before a bootstrap or recovery, and assigns nothing meanwhile.
-	EpochFloor uint64 `json:"epoch_floor"`
-	Settling   bool   `json:"settling"`
-	Ready      bool   `json:"ready"`
-	Reason     string `json:"reason,omitempty"`
-}
-
-// StatusAnswer is the answer of GET /v1/status: the node asked and the leader. Leader is nil when
-// no leader is known or it did not answer (LeaderError says which).
-type StatusAnswer struct {
-	Node        NodeStatus  `json:"node"`
-	Leader      *NodeStatus `json:"leader"`
-	LeaderError string      `json:"leader_error,omitempty"`
-}
-
-// PeerStatus is one server of the Raft configuration: what the configuration says of it (id, Raft
-// address, voter), and what it says of itself (Status), or why it could not be asked (Error).
-type PeerStatus struct {
-	ID       string      `json:"id"`
-	RaftAddr string      `json:"raft_addr"`
-	Voter    bool        `json:"voter"`
-	Status   *NodeStatus `json:"status"`
-	Error    string      `json:"error,omitempty"`
-	// Problem names, in one word, why Status is missing: PeerUnreachable, PeerUnregistered, or
-	// PeerUnknown (the coordinator asked has not applied its log since it started, so it does
-	// not know the peer's admin address yet). Error says it in words.
-	Problem string `json:"problem,omitempty"`
-}
-
-// PeerStatus.Problem values.
-const (
-	PeerUnreachable  = "unreachable"
-	PeerUnregistered = "unregistered"
-	PeerUnknown      = "unknown"
-)
-
-// PeersAnswer is the answer of GET /v1/peers, the servers in the configuration's order.
-type PeersAnswer struct {
-	CoordinatorID string       `json:"coordinator_id"`
-	LeaderID      string       `json:"leader_id"`
-	Peers         []PeerStatus `json:"peers"`
-}
-
-// StepDownRequest asks the leader to hand the lead over: to To, a voter of the configuration, or
-// to the voter Raft finds most up to date when To is empty.
-type StepDownRequest struct {
-	To string `json:"to,omitempty"`
-}
-
-// StepDownAnswer says who led before, who leads now (empty when no new leader was seen within
-// stepDownWait), the new term, and how long the handover took as the old leader saw it.
-type StepDownAnswer struct {
-	PreviousLeader string `json:"previous_leader"`
-	LeaderID       string `json:"leader_id"`
-	Term           uint64 `json:"term"`
-	TookMs         int64  `json:"took_ms"`
-}
-
 // localStatus describes this node.
-func (n *Node) localStatus() NodeStatus {
-	st := NodeStatus{ID: n.cfg.NodeID, FSMVersion: n.fsm.Version(), State: "not started"}
+func (n *Node) localStatus() admin.NodeStatus {
+	st := admin.NodeStatus{ID: n.cfg.NodeID, FSMVersion: n.fsm.Version(), State: "not started"}
 	rd := n.readiness()
 	st.Ready, st.Reason, st.LeaderID, st.CommitIndex, st.AppliedIndex = rd.Ready, rd.Reason, rd.LeaderID, rd.CommitIndex, rd.AppliedIndex
 	if n.raft == nil {
@@ -145,9 +64,9 @@ func (n *Node) localStatus() NodeStatus {
 
 // serveStatus answers GET /v1/status: this node, and the leader as it describes itself.
 func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
-	ans := StatusAnswer{Node: n.localStatus()}
+	ans := admin.StatusAnswer{Node: n.localStatus()}
 	if r.URL.Query().Get("local") != "" {
-		writeJSON(w, http.StatusOK, ans.Node)
+		admin.WriteJSON(w, http.StatusOK, ans.Node)
 		return
 	}
 	switch addr := n.peerHTTPAddr(ans.Node.LeaderID); {
@@ -166,12 +85,12 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 			ans.Leader = &st
 		}
 	}
-	writeJSON(w, http.StatusOK, ans)
+	admin.WriteJSON(w, http.StatusOK, ans)
 }
 
 // servePeers answers GET /v1/peers: every server of the configuration, asked in parallel.
 func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
-	ans := PeersAnswer{CoordinatorID: n.cfg.NodeID, Peers: []PeerStatus{}}
+	ans := admin.PeersAnswer{CoordinatorID: n.cfg.NodeID, Peers: []admin.PeerStatus{}}
 	if n.raft == nil {
 		writeAdminError(w, fmt.Errorf("%w: raft not started", lease.ErrUnavailable))
 		return
@@ -184,11 +103,11 @@ func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	servers := f.Configuration().Servers
-	ans.Peers = make([]PeerStatus, len(servers))
+	ans.Peers = make([]admin.PeerStatus, len(servers))
 	var wg sync.WaitGroup
 	for i, srv := range servers {
 		p := &ans.Peers[i]
-		*p = PeerStatus{ID: string(srv.ID), RaftAddr: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
+		*p = admin.PeerStatus{ID: string(srv.ID), RaftAddr: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
 		if p.ID == n.cfg.NodeID {
 			st := n.localStatus()
 			p.Status = &st
@@ -204,14 +123,14 @@ func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
 			defer wg.Done()
 			st, err := n.peerStatus(r.Context(), addr)
 			if err != nil {
-				p.Problem, p.Error = PeerUnreachable, fmt.Sprintf("unreachable at %s: %v", addr, err)
+				p.Problem, p.Error = admin.PeerUnreachable, fmt.Sprintf("unreachable at %s: %v", addr, err)
 				return
 			}
 			p.Status = &st
 		}()
 	}
 	wg.Wait()
-	writeJSON(w, http.StatusOK, ans)
+	admin.WriteJSON(w, http.StatusOK, ans)
 }
 
 // unregisteredPeer explains a peer whose admin address this node does not know. For a few seconds
@@ -219,10 +138,10 @@ func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
 // registration), not the peer's: it says so rather than blame every peer.
 func (n *Node) unregisteredPeer(id string) (problem, reason string) {
 	if behind := n.notYetApplied(); behind != "" {
-		return PeerUnknown, fmt.Sprintf("not known yet: %s (asked) has not applied its log since it started (%s), so it does not know %s's admin address yet; ask again in a moment",
+		return admin.PeerUnknown, fmt.Sprintf("not known yet: %s (asked) has not applied its log since it started (%s), so it does not know %s's admin address yet; ask again in a moment",
 			n.cfg.NodeID, behind, id)
 	}
-	return PeerUnregistered, "has not registered its admin address (it registers once it runs, is in the raft configuration and reaches the leader)"
+	return admin.PeerUnregistered, "has not registered its admin address (it registers once it runs, is in the raft configuration and reaches the leader)"
 }
 
 // notYetApplied says how this node is behind its own log, or "" when it has caught up.
@@ -253,28 +172,28 @@ func (n *Node) peerHTTPAddr(id string) string {
 // peerStatus asks the coordinator at addr for its own status (GET /v1/status?local=1). It goes
 // through the same client as forwarded admin calls (peerHTTPClient), so it speaks whatever the
 // coordinators speak among themselves.
-func (n *Node) peerStatus(ctx context.Context, addr string) (NodeStatus, error) {
+func (n *Node) peerStatus(ctx context.Context, addr string) (admin.NodeStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.peerURL(addr, PathStatus+"?local=1"), nil)
 	if err != nil {
-		return NodeStatus{}, err
+		return admin.NodeStatus{}, err
 	}
 	resp, err := n.peerHTTPClient(0).Do(req)
 	if err != nil {
-		return NodeStatus{}, err
+		return admin.NodeStatus{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return NodeStatus{}, err
+		return admin.NodeStatus{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return NodeStatus{}, fmt.Errorf("answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return admin.NodeStatus{}, fmt.Errorf("answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
-	var st NodeStatus
+	var st admin.NodeStatus
 	if err := json.Unmarshal(body, &st); err != nil {
-		return NodeStatus{}, fmt.Errorf("answered something that is not a node status: %w", err)
+		return admin.NodeStatus{}, fmt.Errorf("answered something that is not a node status: %w", err)
 	}
 	return st, nil
 }
@@ -289,7 +208,7 @@ func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req StepDownRequest
+	var req admin.StepDownRequest
 	if err := decodeStrict(body, &req); err != nil {
 		writeAdminError(w, err)
 		return
@@ -318,7 +237,7 @@ func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
 		writeAdminError(w, fmt.Errorf("%w: leadership transfer from %s failed: %w", lease.ErrUnavailable, n.cfg.NodeID, err))
 		return
 	}
-	ans := StepDownAnswer{PreviousLeader: n.cfg.NodeID}
+	ans := admin.StepDownAnswer{PreviousLeader: n.cfg.NodeID}
 	deadline := time.Now().Add(stepDownWait)
 	for {
 		_, lid := n.raft.LeaderWithID()
@@ -338,7 +257,7 @@ func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
 	}
 	ans.Term, ans.TookMs = n.raft.CurrentTerm(), n.clock.Now().Sub(start).Milliseconds()
 	n.log.Info().Str("to", ans.LeaderID).Int64("took_ms", ans.TookMs).Str("remote", r.RemoteAddr).Msg("stepped down")
-	writeJSON(w, http.StatusOK, ans)
+	admin.WriteJSON(w, http.StatusOK, ans)
 }
 
 // voterAddr is the Raft address of the voter id of the configuration.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -20,7 +21,7 @@ func TestStatusAndPeers(t *testing.T) {
 	eventually(t, 10*time.Second, "a holds the ring", func() bool { return a.holds(lease.Ranges{lease.FullRing}, 0, 1) })
 	eventually(t, 5*time.Second, follower.cfg.NodeID+" applied a's join", func() bool { return len(follower.View().Rings) == 1 })
 
-	var st StatusAnswer
+	var st admin.StatusAnswer
 	if code := getJSON(t, follower.HTTPAddr(), PathStatus, &st); code != http.StatusOK {
 		t.Fatalf("status: %d", code)
 	}
@@ -32,13 +33,13 @@ func TestStatusAndPeers(t *testing.T) {
 	if st.Leader == nil || st.Leader.ID != leader.cfg.NodeID || st.Leader.State != "leader" || !st.Leader.Ready || st.Leader.LastContact != "0" {
 		t.Fatalf("leader's status through %s: %+v (%s)", follower.cfg.NodeID, st.Leader, st.LeaderError)
 	}
-	var local NodeStatus
+	var local admin.NodeStatus
 	getJSON(t, leader.HTTPAddr(), PathStatus+"?local=1", &local)
 	if local.ID != leader.cfg.NodeID || local.State != "leader" {
 		t.Fatalf("local status of the leader: %+v", local)
 	}
 
-	var peers PeersAnswer
+	var peers admin.PeersAnswer
 	if code := getJSON(t, follower.HTTPAddr(), PathPeers, &peers); code != http.StatusOK || len(peers.Peers) != 3 {
 		t.Fatalf("peers: %d %+v", code, peers)
 	}
@@ -89,7 +90,7 @@ func TestStepDownThroughAFollower(t *testing.T) {
 	}
 
 	target := followers[1]
-	var got StepDownAnswer
+	var got admin.StepDownAnswer
 	status, body := post(t, followers[0].HTTPAddr(), PathStepDown, `{"to":"`+target.cfg.NodeID+`"}`, &got)
 	if status != http.StatusOK || got.PreviousLeader != leader.cfg.NodeID || got.LeaderID != target.cfg.NodeID {
 		t.Fatalf("step-down to %s: %d %s", target.cfg.NodeID, status, body)

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/coordinator/auth"
 
 	"bytes"
@@ -185,7 +186,7 @@ func TestTLSClusterServesLeasesAndSurvivesLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var answer ControlsAnswer
+	var answer admin.ControlsAnswer
 	err = json.NewDecoder(resp.Body).Decode(&answer)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK || answer.LeaderID != next.cfg.NodeID || !answer.Controls.Paused {
@@ -343,7 +344,7 @@ func TestPeerCallsExplainAProtocolMismatch(t *testing.T) {
 	tlsURL := serveHTTPS(t, tlsNode.tls.Admin, http.NotFoundHandler())
 
 	plainAddr := strings.TrimPrefix(plainSrv.URL, "http://")
-	resp, err := tlsNode.peerHTTPClient(5 * time.Second).Get(tlsNode.peerURL(plainAddr, PathRing))
+	resp, err := tlsNode.peerHTTPClient(5 * time.Second).Get(tlsNode.peerURL(plainAddr, admin.PathRing))
 	if resp != nil {
 		resp.Body.Close()
 	}
@@ -351,7 +352,7 @@ func TestPeerCallsExplainAProtocolMismatch(t *testing.T) {
 		t.Errorf("https to a plain port: %v", got)
 	}
 	tlsAddr := strings.TrimPrefix(tlsURL, "https://")
-	resp, err = plainNode.peerHTTPClient(5 * time.Second).Get(plainNode.peerURL(tlsAddr, PathRing))
+	resp, err = plainNode.peerHTTPClient(5 * time.Second).Get(plainNode.peerURL(tlsAddr, admin.PathRing))
 	if resp != nil {
 		resp.Body.Close()
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -110,7 +111,7 @@ type replicatedMember struct {
 	State                 string
 }
 
-func replicatedRings(v RingView) map[string]replicatedRing {
+func replicatedRings(v admin.RingView) map[string]replicatedRing {
 	out := map[string]replicatedRing{}
 	for _, r := range v.Rings {
 		rr := replicatedRing{Key: r.Region + "/" + r.Cluster + "/" + r.Service, Generation: r.Generation,
@@ -134,7 +135,7 @@ func TestUpgradeReplaysTheV3Fixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var old RingView
+	var old admin.RingView
 	if err := json.Unmarshal(raw, &old); err != nil {
 		t.Fatalf("expected-view.json: %v", err)
 	}

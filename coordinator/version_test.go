@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 )
 
@@ -83,11 +84,11 @@ func TestVersionGateAndFailStop(t *testing.T) {
 		}
 		return true
 	})
-	var rd readiness
-	if status := getJSON(t, old.HTTPAddr(), PathReadyz, &rd); status != 503 || rd.Ready || !strings.Contains(rd.Reason, "stopped applying") {
+	var rd admin.Readiness
+	if status := getJSON(t, old.HTTPAddr(), admin.PathReadyz, &rd); status != 503 || rd.Ready || !strings.Contains(rd.Reason, "stopped applying") {
 		t.Fatalf("/readyz of the halted node: %d %+v", status, rd)
 	}
-	if status := getJSON(t, leader.HTTPAddr(), PathReadyz, &rd); status != 200 {
+	if status := getJSON(t, leader.HTTPAddr(), admin.PathReadyz, &rd); status != 200 {
 		t.Fatalf("/readyz of the leader: %d %+v", status, rd)
 	}
 	// Nothing after the unknown entry is applied on c3: not even a lease command.

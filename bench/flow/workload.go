@@ -9,7 +9,7 @@ import (
 	"github.com/gocql/gocql"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
@@ -75,13 +75,13 @@ type placed struct {
 // place names the instances of l after the members' ranges in the settled view v: for each wanted
 // instance it takes the next "<prefix>pod-<n>" whose token (cassandra.Token, the one the recorder
 // writes) lies in that member's ranges.
-func place(c *proc.Cluster, v coordinator.RingView, l layout, prefix string) ([]placed, error) {
+func place(c *proc.Cluster, v admin.RingView, l layout, prefix string) ([]placed, error) {
 	r, ok := c.RingOf(v)
 	if !ok {
 		return nil, fmt.Errorf("ring %v not in the view", c.Options().Ring)
 	}
 	members := slices.Clone(r.Members)
-	slices.SortFunc(members, func(a, b coordinator.MemberView) int {
+	slices.SortFunc(members, func(a, b admin.MemberView) int {
 		return compareStrings(a.WorkerID, b.WorkerID)
 	})
 	if len(members) != len(l.rows) {

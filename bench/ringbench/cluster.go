@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/wallclock"
@@ -67,24 +67,24 @@ func (c *cluster) restartProbe(ctx context.Context, pr *probe) error {
 }
 
 // view fetches one coordinator's /v1/ring with a short bound.
-func view(ctx context.Context, co *proc.Coordinator) (coordinator.RingView, error) {
+func view(ctx context.Context, co *proc.Coordinator) (admin.RingView, error) {
 	ctx, cancel := context.WithTimeout(ctx, viewTimeout)
 	defer cancel()
 	return co.View(ctx)
 }
 
 // memberOf finds a member incarnation in a view.
-func memberOf(v coordinator.RingView, workerID, incarnation string) (coordinator.MemberView, bool) {
+func memberOf(v admin.RingView, workerID, incarnation string) (admin.MemberView, bool) {
 	r, ok := v.Ring(ring)
 	if !ok {
-		return coordinator.MemberView{}, false
+		return admin.MemberView{}, false
 	}
 	for _, m := range r.Members {
 		if m.WorkerID == workerID && m.Incarnation == incarnation {
 			return m, true
 		}
 	}
-	return coordinator.MemberView{}, false
+	return admin.MemberView{}, false
 }
 
 // settled reports whether the ring is at rest: in the leader's view every probe's current
@@ -105,9 +105,9 @@ func (c *cluster) settled(ctx context.Context) (bool, string) {
 		return false, fmt.Sprintf("%d members, want %d", len(r.Members), n)
 	}
 	splits := lease.Split(n)
-	byID := map[string]coordinator.MemberView{}
+	byID := map[string]admin.MemberView{}
 	for _, m := range r.Members {
-		if m.State != coordinator.MemberActive || m.NodeIndex < 0 || m.NodeIndex >= n {
+		if m.State != admin.MemberActive || m.NodeIndex < 0 || m.NodeIndex >= n {
 			return false, fmt.Sprintf("member %s is %s at index %d", m.WorkerID, m.State, m.NodeIndex)
 		}
 		rs, err := lease.DecodeRanges(m.Ranges)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/wallclock"
 
 	"context"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/bench/leaseprobe/event"
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
 )
@@ -99,7 +99,7 @@ func (r *runner) waitDeparted(ctx context.Context, leader *proc.Coordinator, pr 
 		v, err := view(ctx, leader)
 		at := time.Now()
 		if err == nil {
-			if m, ok := memberOf(v, pr.id, inc); ok && m.State == coordinator.MemberDeparted {
+			if m, ok := memberOf(v, pr.id, inc); ok && m.State == admin.MemberDeparted {
 				return at, true
 			}
 		}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
 )
@@ -117,7 +117,7 @@ func (w *watcher) pollView(ctx context.Context) {
 	defer w.mu.Unlock()
 	defer func() { w.viewed = true }()
 	for _, m := range r.Members {
-		if m.State != coordinator.MemberActive {
+		if m.State != admin.MemberActive {
 			continue
 		}
 		held, err := lease.DecodeRanges(m.Ranges)

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/wallclock"
 
 	"context"
@@ -162,7 +163,7 @@ func waitSettled(ctx context.Context, c *proc.Cluster, s *swarm.Swarm, bound tim
 }
 
 // epochs are the members' current epochs in the leader's view, by worker id.
-func epochs(v coordinator.RingView) map[string]uint64 {
+func epochs(v admin.RingView) map[string]uint64 {
 	out := map[string]uint64{}
 	for _, r := range v.Rings {
 		for _, m := range r.Members {
@@ -210,7 +211,7 @@ func stepDown(ctx context.Context, o options, c *proc.Cluster, s *swarm.Swarm, t
 		}
 		return t, err
 	}
-	var ans coordinator.StepDownAnswer
+	var ans admin.StepDownAnswer
 	if err := json.Unmarshal(out, &ans); err != nil {
 		return t, fmt.Errorf("ctl step-down answered %q: %w", out, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/testkit/benchkit"
@@ -405,7 +406,7 @@ type member struct {
 	state             string
 }
 
-func assignments(v coordinator.RingView, rings []lease.RingKey) map[string]member {
+func assignments(v admin.RingView, rings []lease.RingKey) map[string]member {
 	out := map[string]member{}
 	for _, k := range rings {
 		r, ok := v.Ring(k)

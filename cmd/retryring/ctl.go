@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -24,7 +24,7 @@ follower is forwarded by it to the leader.`}
 		"Print the rings as a table: coordinators, members, node indexes, ranges, leases, reports and backlog", "",
 		cobra.NoArgs, nil,
 		func(cmd *cobra.Command, c *ctlConn, _ []string) error {
-			body, err := c.get(cmd.Context(), coordinator.PathRing)
+			body, err := c.get(cmd.Context(), admin.PathRing)
 			if err != nil {
 				return err
 			}
@@ -55,9 +55,9 @@ type ringViewJSON struct {
 		Service    string `json:"service"`
 		Generation uint64 `json:"generation"`
 		// Controls are the ring's flow controls (docs/protocol.md sections 7.2 and 7.4).
-		Controls coordinator.ControlsView `json:"controls"`
+		Controls admin.ControlsView `json:"controls"`
 		// Movement is the ring's movement mode (ctl movement).
-		Movement coordinator.MovementView `json:"movement"`
+		Movement admin.MovementView `json:"movement"`
 		Members  []struct {
 			WorkerID       string                        `json:"worker_id"`
 			NodeIndex      int                           `json:"node_index"`
@@ -141,7 +141,7 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 			}
 			report, pending, execs, breakers, clock := "-", "-", "-", "-", "-"
 			if rep := m.Report; rep != nil {
-				if text, beyond := coordinator.ClockText(rep.Clock); text != "" {
+				if text, beyond := admin.ClockText(rep.Clock); text != "" {
 					clock = text
 					if beyond {
 						untrusted = append(untrusted, m.WorkerID+" "+text)
@@ -169,7 +169,7 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 				worker += " (no controls)"
 			}
 			state := m.State
-			if m.Cordoned && state != coordinator.MemberDeparted {
+			if m.Cordoned && state != admin.MemberDeparted {
 				state = "cordoned"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", node, worker, state, m.Epoch, left,

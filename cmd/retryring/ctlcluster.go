@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 )
 
 func newStatusCommand() *cobra.Command {
@@ -27,10 +28,10 @@ cordoned workers in its replicated state, and whether it is ready (GET /readyz) 
 		})
 }
 
-func printStatus(w io.Writer, s coordinator.StatusAnswer) error {
+func printStatus(w io.Writer, s admin.StatusAnswer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tNODE\tSTATE\tTERM\tLEADER\tLAST CONTACT\tLAST LOG\tCOMMIT\tAPPLIED\tFSM\tRINGS\tMEMBERS\tCORDONED\tREADY")
-	row := func(label string, n coordinator.NodeStatus) {
+	row := func(label string, n admin.NodeStatus) {
 		ready := "yes"
 		if !n.Ready {
 			ready = "no: " + n.Reason
@@ -72,7 +73,7 @@ itself to the coordinator asked (a server that does not answer is shown unreacha
 		})
 }
 
-func printPeers(w io.Writer, p coordinator.PeersAnswer) error {
+func printPeers(w io.Writer, p admin.PeersAnswer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "asked %s, leader %s\n\n", p.CoordinatorID, dash(p.LeaderID))
 	fmt.Fprintln(tw, "ID\tSTATE\tVOTER\tLAST CONTACT\tCOMMIT\tAPPLIED\tFSM\tRAFT\tRSOCKET\tHTTP")
@@ -81,7 +82,7 @@ func printPeers(w io.Writer, p coordinator.PeersAnswer) error {
 		if peer.Status == nil {
 			state := peer.Problem
 			if state == "" { // a coordinator of an older release says it in Error only
-				state = coordinator.PeerUnreachable
+				state = admin.PeerUnreachable
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%v\t-\t-\t-\t-\t%s\t-\t-\n", peer.ID, state, peer.Voter, peer.RaftAddr)
 			reasons = append(reasons, peer.ID+": "+peer.Error)
@@ -102,7 +103,7 @@ func printPeers(w io.Writer, p coordinator.PeersAnswer) error {
 }
 
 func newStepDownCommand() *cobra.Command {
-	var req coordinator.StepDownRequest
+	var req admin.StepDownRequest
 	return ctlCommand("step-down [--to ID]", "Hand the Raft leadership over, to --to or to the voter Raft picks",
 		`Hand the leadership over (Raft leadership transfer). Sent to any coordinator: a follower
 forwards it to the leader. The new leader renews every lease at once; no worker loses a range.
@@ -117,7 +118,7 @@ of an election timeout.`,
 			if err != nil {
 				return err
 			}
-			return show(cmd, c, body, "a step-down answer", func(w io.Writer, a coordinator.StepDownAnswer) error {
+			return show(cmd, c, body, "a step-down answer", func(w io.Writer, a admin.StepDownAnswer) error {
 				if a.LeaderID == "" {
 					_, err := fmt.Fprintf(w, "%s stepped down; no new leader seen yet (term %d): see ctl status\n", a.PreviousLeader, a.Term)
 					return err

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/worker/leaseclient"
 )
@@ -52,7 +53,7 @@ func startCluster(t *testing.T) []*coordinator.Node {
 	waitFor(t, "a leader every node knows, every node ready and registered", func() bool {
 		for _, n := range nodes {
 			out, err := ctl(t, "status", "--coordinator", "http://"+n.HTTPAddr(), "-o", "json")
-			var ans coordinator.StatusAnswer
+			var ans admin.StatusAnswer
 			if err != nil || json.Unmarshal([]byte(out), &ans) != nil || ans.Leader == nil || !ans.Node.Ready || ans.Leader.RSocketAddr == "" ||
 				ans.Node.HTTPAddr == "" {
 				return false
@@ -81,7 +82,7 @@ func leaderOf(t *testing.T, n *coordinator.Node) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ans coordinator.StatusAnswer
+	var ans admin.StatusAnswer
 	if err := json.Unmarshal([]byte(out), &ans); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestCtlClusterCommands(t *testing.T) {
 		t.Fatalf("ctl ring does not show the cordon: %q (%v)", out, err)
 	}
 	out, err = ctl(t, append([]string{"uncordon", "w1", "--ring", "eu/prod/orders", "-o", "json"}, at...)...)
-	var ans coordinator.CordonAnswer
+	var ans admin.CordonAnswer
 	if err != nil || json.Unmarshal([]byte(out), &ans) != nil || ans.Cordoned || ans.WorkerID != "w1" || ans.LeaderID != leaderID {
 		t.Fatalf("ctl uncordon -o json: %q (%v)", out, err)
 	}
@@ -193,7 +194,7 @@ func TestCtlErrors(t *testing.T) {
 	addr := startCoordinator(t)
 	waitFor(t, "the node leads", func() bool {
 		out, err := ctl(t, "status", "--coordinator", addr, "-o", "json")
-		var ans coordinator.StatusAnswer
+		var ans admin.StatusAnswer
 		return err == nil && json.Unmarshal([]byte(out), &ans) == nil && ans.Node.Ready && ans.Node.State == "leader"
 	})
 	waitFor(t, "the leader's term is ready for changes", func() bool {

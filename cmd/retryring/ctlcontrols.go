@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -52,7 +53,7 @@ func controlCommand(use, short, long string, flags func(fs *pflag.FlagSet), run 
 }
 
 func newPauseCommand() *cobra.Command {
-	var req coordinator.PauseRequest
+	var req admin.PauseRequest
 	return controlCommand("pause --ring REGION/CLUSTER/SERVICE [--impl TYPE ...] [--reason TEXT]",
 		"Pause a ring: no traversal and no execution, or no execution of the given impl types",
 		`Pause a ring. Without --impl its workers start no traversal and no execution; with --impl
@@ -67,7 +68,7 @@ lease renewal. The ring need not exist yet. The pause is replicated: it survives
 }
 
 func newResumeCommand() *cobra.Command {
-	var req coordinator.ResumeRequest
+	var req admin.ResumeRequest
 	return controlCommand("resume --ring REGION/CLUSTER/SERVICE [--impl TYPE ...]",
 		"End a ring's pauses: every one, or those of the given impl types", "",
 		func(fs *pflag.FlagSet) {
@@ -94,11 +95,11 @@ proportion to the tokens assigned to them; each worker enforces its part. --clea
 			case set == clear:
 				return errors.New("give either --per-second N or --clear")
 			case clear:
-				return f.call(cmd, coordinator.ActionLimit, coordinator.LimitRequest{Clear: true})
+				return f.call(cmd, coordinator.ActionLimit, admin.LimitRequest{Clear: true})
 			case !(perSecond > 0) || math.IsInf(perSecond, 1):
 				return fmt.Errorf("--per-second must be a number of executions per second above 0, got %v (to remove the limit: --clear)", perSecond)
 			}
-			return f.call(cmd, coordinator.ActionLimit, coordinator.LimitRequest{PerSecond: &perSecond})
+			return f.call(cmd, coordinator.ActionLimit, admin.LimitRequest{PerSecond: &perSecond})
 		})
 }
 
@@ -117,7 +118,7 @@ func (f *controlFlags) call(cmd *cobra.Command, action string, body any) error {
 	return show(cmd, f.conn, answer, "the ring's controls", printControls)
 }
 
-func printControls(w io.Writer, a coordinator.ControlsAnswer) error {
+func printControls(w io.Writer, a admin.ControlsAnswer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ring %s, committed by %s\n", a.Ring, a.LeaderID)
 	fmt.Fprintln(tw, "PAUSED\tPAUSED IMPL\tRATE LIMIT\tREASON\tSINCE")
@@ -127,7 +128,7 @@ func printControls(w io.Writer, a coordinator.ControlsAnswer) error {
 }
 
 // controlsLine is a ring's controls on one line of ctl ring.
-func controlsLine(c coordinator.ControlsView) string {
+func controlsLine(c admin.ControlsView) string {
 	if !c.Paused && len(c.PausedImpl) == 0 && c.RatePerS == nil {
 		return "controls: none"
 	}
@@ -138,7 +139,7 @@ func controlsLine(c coordinator.ControlsView) string {
 // shownControls are a ring's controls as the CLI prints them, "-" for what is not set.
 type shownControls struct{ paused, impls, rate, reason, since string }
 
-func formatControls(c coordinator.ControlsView) shownControls {
+func formatControls(c admin.ControlsView) shownControls {
 	p := shownControls{paused: "no", impls: "-", rate: "none", reason: "-", since: "-"}
 	if c.Paused {
 		p.paused = "yes"

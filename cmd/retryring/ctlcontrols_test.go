@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 )
 
 // startCoordinator runs a single-node coordinator on loopback and returns its admin address.
@@ -78,7 +79,7 @@ func TestCtlPauseResumeLimit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ctl limit: %v", err)
 	}
-	var a coordinator.ControlsAnswer
+	var a admin.ControlsAnswer
 	if err := json.Unmarshal([]byte(out), &a); err != nil || a.Controls.RatePerS == nil || *a.Controls.RatePerS != 250 ||
 		strings.Join(a.Controls.PausedImpl, ",") != "email,payment" {
 		t.Fatalf("ctl limit -o json: %q (%v)", out, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 )
 
 // newCordonCommand builds ctl cordon (set) or ctl uncordon.
@@ -29,7 +30,7 @@ the worker id is left in the ring. --ring is needed only when the worker id is i
 			fs.StringVar(&ring, "ring", "", "the worker's ring, as REGION/CLUSTER/SERVICE (when the worker id is in several)")
 		},
 		func(cmd *cobra.Command, c *ctlConn, args []string) error {
-			var req coordinator.CordonRequest
+			var req admin.CordonRequest
 			if ring != "" {
 				k, err := parseRing(ring)
 				if err != nil {
@@ -41,7 +42,7 @@ the worker id is left in the ring. --ring is needed only when the worker id is i
 			if err != nil {
 				return err
 			}
-			return show(cmd, c, body, "a cordon answer", func(w io.Writer, a coordinator.CordonAnswer) error {
+			return show(cmd, c, body, "a cordon answer", func(w io.Writer, a admin.CordonAnswer) error {
 				state := "uncordoned: it gets its share back at the next plan"
 				if a.Cordoned {
 					state = "cordoned: it gets no range and drains"

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -46,7 +47,7 @@ spends the same, through failovers) and need every coordinator on FSM version 6.
 			if err != nil {
 				return fmt.Errorf("RING: %w", err)
 			}
-			req := coordinator.MovementRequest{Mode: args[1]}
+			req := admin.MovementRequest{Mode: args[1]}
 			tolGiven, maxGiven := flagGiven(cmd, "tolerance"), flagGiven(cmd, "max-ranges")
 			delayGiven, idleGiven, stepGiven := flagGiven(cmd, "return-delay"), flagGiven(cmd, "idle"), flagGiven(cmd, "step-moves")
 			switch {
@@ -88,7 +89,7 @@ spends the same, through failovers) and need every coordinator on FSM version 6.
 			if err != nil {
 				return err
 			}
-			return show(cmd, c, answer, "a movement answer", func(w io.Writer, a coordinator.MovementAnswer) error {
+			return show(cmd, c, answer, "a movement answer", func(w io.Writer, a admin.MovementAnswer) error {
 				_, err := fmt.Fprintf(w, "ring %s %s (committed by %s)\n", a.Ring, movementLine(a.Movement), a.LeaderID)
 				return err
 			})
@@ -96,7 +97,7 @@ spends the same, through failovers) and need every coordinator on FSM version 6.
 }
 
 // movementLine is a ring's movement mode on one line.
-func movementLine(m coordinator.MovementView) string {
+func movementLine(m admin.MovementView) string {
 	if m.Mode != fsm.ModeMinimal {
 		return "movement: contiguous"
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 )
 
 // TestCtlMovement: ctl movement sets a ring's mode and prints it as committed; the coordinator's
@@ -26,7 +26,7 @@ func TestCtlMovement(t *testing.T) {
 		t.Fatalf("ctl movement minimal: %q (%v)", out, err)
 	}
 	out, err = ctl(t, append([]string{"movement", "eu/prod/orders", "minimal", "--tolerance", "0.25", "--max-ranges", "9", "-o", "json"}, conn...)...)
-	var a coordinator.MovementAnswer
+	var a admin.MovementAnswer
 	if err != nil || json.Unmarshal([]byte(out), &a) != nil || a.Movement.Mode != "minimal" || a.Movement.Tolerance != 0.25 || a.Movement.MaxRanges != 9 {
 		t.Fatalf("ctl movement minimal --tolerance 0.25 --max-ranges 9 -o json: %q (%v)", out, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 )
 
 // peerTimeout bounds add-peer and remove-peer: a follower forwards the call, the leader
@@ -29,8 +30,8 @@ address is not moved (that would evict it): remove it first, or give --replace.`
 		func(fs *pflag.FlagSet) {
 			fs.BoolVar(&replace, "replace", false, "replace the voter of this ID wherever it is (remove it and its registration, then add ID at RAFTADDR): the old node must be gone for good")
 		},
-		func(args []string) coordinator.PeerRequest {
-			return coordinator.PeerRequest{ID: args[0], RaftAddr: args[1], Replace: replace}
+		func(args []string) admin.PeerRequest {
+			return admin.PeerRequest{ID: args[0], RaftAddr: args[1], Replace: replace}
 		})
 }
 
@@ -42,11 +43,11 @@ registered addresses. The cluster's quorum shrinks with it: remove one node at a
 its replacement (--join) before removing the next. Removing a node that is not there changes
 nothing; the last voter cannot be removed.`,
 		cobra.ExactArgs(1), coordinator.PathRemovePeer, nil,
-		func(args []string) coordinator.PeerRequest { return coordinator.PeerRequest{ID: args[0]} })
+		func(args []string) admin.PeerRequest { return admin.PeerRequest{ID: args[0]} })
 }
 
 func peerCommand(use, short, long string, args cobra.PositionalArgs, path string, flags func(*pflag.FlagSet),
-	request func([]string) coordinator.PeerRequest) *cobra.Command {
+	request func([]string) admin.PeerRequest) *cobra.Command {
 	return ctlCommand(use, short, long, args, flags, func(cmd *cobra.Command, c *ctlConn, args []string) error {
 		answer, err := c.post(cmd.Context(), path, request(args), peerTimeout)
 		if err != nil {
@@ -56,7 +57,7 @@ func peerCommand(use, short, long string, args cobra.PositionalArgs, path string
 	})
 }
 
-func printPeerChange(w io.Writer, a coordinator.PeerChangeAnswer) error {
+func printPeerChange(w io.Writer, a admin.PeerChangeAnswer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "raft configuration, as leader %s has it\n", a.LeaderID)
 	fmt.Fprintln(tw, "ID\tRAFT\tVOTER")

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 )
 
 // ctl add-peer and remove-peer against a real single-node coordinator: a remove of a node that is
@@ -25,7 +25,7 @@ func TestCtlPeers(t *testing.T) {
 		t.Fatalf("remove-peer of an absent node: %v\n%s", err, out)
 	}
 	out, err = ctl(t, "remove-peer", "c9", "--coordinator", addr, "-o", "json")
-	var ans coordinator.PeerChangeAnswer
+	var ans admin.PeerChangeAnswer
 	if err != nil || json.Unmarshal([]byte(out), &ans) != nil || len(ans.Servers) != 1 || ans.Servers[0].ID != "c1" || !ans.Servers[0].Voter {
 		t.Fatalf("remove-peer -o json: %v\n%s", err, out)
 	}
@@ -53,10 +53,10 @@ func TestCtlPeers(t *testing.T) {
 // ctl peers keeps its STATE column to one word; why a peer has no status is said below the table.
 func TestPrintPeersStateIsOneWord(t *testing.T) {
 	var out strings.Builder
-	err := printPeers(&out, coordinator.PeersAnswer{CoordinatorID: "c1", LeaderID: "c1", Peers: []coordinator.PeerStatus{
-		{ID: "c1", RaftAddr: "10.0.0.1:7400", Voter: true, Status: &coordinator.NodeStatus{ID: "c1", State: "leader", LastContact: "0"}},
-		{ID: "c2", RaftAddr: "10.0.0.2:7400", Voter: true, Problem: coordinator.PeerUnreachable, Error: "unreachable at 10.0.0.2:7480: dial tcp: connection refused"},
-		{ID: "c3", RaftAddr: "10.0.0.3:7400", Voter: true, Problem: coordinator.PeerUnknown, Error: "not known yet: c1 (asked) has not applied its log since it started"},
+	err := printPeers(&out, admin.PeersAnswer{CoordinatorID: "c1", LeaderID: "c1", Peers: []admin.PeerStatus{
+		{ID: "c1", RaftAddr: "10.0.0.1:7400", Voter: true, Status: &admin.NodeStatus{ID: "c1", State: "leader", LastContact: "0"}},
+		{ID: "c2", RaftAddr: "10.0.0.2:7400", Voter: true, Problem: admin.PeerUnreachable, Error: "unreachable at 10.0.0.2:7480: dial tcp: connection refused"},
+		{ID: "c3", RaftAddr: "10.0.0.3:7400", Voter: true, Problem: admin.PeerUnknown, Error: "not known yet: c1 (asked) has not applied its log since it started"},
 		{ID: "c4", RaftAddr: "10.0.0.4:7400", Voter: true, Error: "an older coordinator's reason"},
 	}})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/cassandra"
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
 	"github.com/retryring/retryring/testkit/cassandratest"
@@ -93,19 +93,19 @@ func TestWorkerOutOfTheRingWhileItsClockIsUntrusted(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&b)
 		return resp.StatusCode, b
 	}
-	member := func() *coordinator.MemberView {
+	member := func() *admin.MemberView {
 		resp, err := http.Get("http://" + node.HTTPAddr() + "/v1/ring")
 		if err != nil {
 			return nil
 		}
 		defer resp.Body.Close()
-		var v coordinator.RingView
+		var v admin.RingView
 		if json.NewDecoder(resp.Body).Decode(&v) != nil {
 			return nil
 		}
 		for _, r := range v.Rings {
 			for i := range r.Members {
-				if m := &r.Members[i]; m.WorkerID == "w-skewed" && m.State != coordinator.MemberDeparted {
+				if m := &r.Members[i]; m.WorkerID == "w-skewed" && m.State != admin.MemberDeparted {
 					return m
 				}
 			}

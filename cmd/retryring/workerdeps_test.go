@@ -16,6 +16,7 @@ import (
 
 	"github.com/retryring/retryring/cassandra"
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/recorder"
@@ -95,20 +96,20 @@ func (w *startedWorker) readyz(ctx context.Context, what string, ok func(code in
 
 // ringMembers returns the members of the ring that are not departed, by worker id, as the
 // coordinator at httpAddr sees them.
-func ringMembers(httpAddr string) map[string]coordinator.MemberView {
+func ringMembers(httpAddr string) map[string]admin.MemberView {
 	resp, err := http.Get("http://" + httpAddr + "/v1/ring")
 	if err != nil {
 		return nil
 	}
 	defer resp.Body.Close()
-	var v coordinator.RingView
+	var v admin.RingView
 	if json.NewDecoder(resp.Body).Decode(&v) != nil {
 		return nil
 	}
-	out := map[string]coordinator.MemberView{}
+	out := map[string]admin.MemberView{}
 	for _, r := range v.Rings {
 		for _, m := range r.Members {
-			if m.State != coordinator.MemberDeparted {
+			if m.State != admin.MemberDeparted {
 				out[m.WorkerID] = m
 			}
 		}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/internal/proc"
 )
 
@@ -170,25 +170,25 @@ func (cp *chartPods) ready(ctx context.Context, name string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-func (cp *chartPods) view(ctx context.Context, name string) (coordinator.RingView, error) {
+func (cp *chartPods) view(ctx context.Context, name string) (admin.RingView, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var v coordinator.RingView
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.url(name, coordinator.PathRing), nil)
+	var v admin.RingView
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.url(name, admin.PathRing), nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return v, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return v, fmt.Errorf("GET %s: %d", cp.url(name, coordinator.PathRing), resp.StatusCode)
+		return v, fmt.Errorf("GET %s: %d", cp.url(name, admin.PathRing), resp.StatusCode)
 	}
 	return v, json.NewDecoder(resp.Body).Decode(&v)
 }
 
 // waitCluster waits until every pod of live is ready, they agree on a leader among them, and
 // the leader's view lists every voter of live registered at its DNS names; it returns that view.
-func (cp *chartPods) waitCluster(ctx context.Context, what string, live ...string) coordinator.RingView {
+func (cp *chartPods) waitCluster(ctx context.Context, what string, live ...string) admin.RingView {
 	cp.t.Helper()
 	var last string
 	for {
@@ -210,11 +210,11 @@ func (cp *chartPods) waitCluster(ctx context.Context, what string, live ...strin
 	}
 }
 
-func (cp *chartPods) settled(ctx context.Context, live []string) (coordinator.RingView, bool, string) {
+func (cp *chartPods) settled(ctx context.Context, live []string) (admin.RingView, bool, string) {
 	leader := ""
 	for _, name := range live {
 		if !cp.ready(ctx, name) {
-			return coordinator.RingView{}, false, name + " not ready"
+			return admin.RingView{}, false, name + " not ready"
 		}
 		v, err := cp.view(ctx, name)
 		if err != nil {
@@ -229,7 +229,7 @@ func (cp *chartPods) settled(ctx context.Context, live []string) (coordinator.Ri
 		// A follower forwards admin requests to the leader's admin address as its own
 		// replicated state has it; until it has applied the leader's registration it
 		// answers 503 no_leader, so every pod must see the leader's address.
-		i := slices.IndexFunc(v.Coordinators, func(n coordinator.NodeView) bool { return n.ID == leader })
+		i := slices.IndexFunc(v.Coordinators, func(n admin.NodeView) bool { return n.ID == leader })
 		if i < 0 || v.Coordinators[i].HTTPAddr != leader+"."+podDomain+":7480" {
 			return v, false, fmt.Sprintf("%s has not applied leader %s's admin address", name, leader)
 		}
@@ -239,7 +239,7 @@ func (cp *chartPods) settled(ctx context.Context, live []string) (coordinator.Ri
 		return v, false, err.Error()
 	}
 	for _, name := range live {
-		i := slices.IndexFunc(v.Coordinators, func(n coordinator.NodeView) bool { return n.ID == name })
+		i := slices.IndexFunc(v.Coordinators, func(n admin.NodeView) bool { return n.ID == name })
 		if i < 0 {
 			return v, false, name + " not in the leader's view"
 		}

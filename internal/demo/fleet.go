@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/internal/proc"
 )
@@ -71,7 +71,7 @@ func (r *runner) stopFleet(g *proc.Group) {
 type leaderPoll struct {
 	mu   sync.Mutex
 	co   *proc.Coordinator
-	view coordinator.RingView
+	view admin.RingView
 }
 
 // run polls c every period until ctx ends.
@@ -98,7 +98,7 @@ func (l *leaderPoll) run(ctx context.Context, c *proc.Cluster, every time.Durati
 }
 
 // last is the leader as last polled (nil while none is known) and its view.
-func (l *leaderPoll) last() (*proc.Coordinator, coordinator.RingView) {
+func (l *leaderPoll) last() (*proc.Coordinator, admin.RingView) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.co, l.view

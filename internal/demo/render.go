@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -55,7 +55,7 @@ type procRow struct {
 }
 
 // members turns a ring's members into rows, in node index order (departed members last).
-func members(r coordinator.RingStateView, now time.Time) []memberRow {
+func members(r admin.RingStateView, now time.Time) []memberRow {
 	out := make([]memberRow, 0, len(r.Members))
 	for _, m := range r.Members {
 		row := memberRow{WorkerID: m.WorkerID, NodeIndex: m.NodeIndex, Epoch: m.Epoch, State: m.State}
@@ -70,8 +70,8 @@ func members(r coordinator.RingStateView, now time.Time) []memberRow {
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		if (a.State == coordinator.MemberDeparted) != (b.State == coordinator.MemberDeparted) {
-			return b.State == coordinator.MemberDeparted
+		if (a.State == admin.MemberDeparted) != (b.State == admin.MemberDeparted) {
+			return b.State == admin.MemberDeparted
 		}
 		if (a.NodeIndex < 0) != (b.NodeIndex < 0) {
 			return b.NodeIndex < 0

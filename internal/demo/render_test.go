@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -56,10 +56,10 @@ func TestShareOfSplitRing(t *testing.T) {
 func sampleView(t *testing.T) view {
 	w1 := mustWindow(t, t0)
 	splits := lease.Split(3)
-	ring := coordinator.RingStateView{Generation: 4}
+	ring := admin.RingStateView{Generation: 4}
 	for i, id := range []string{"w1", "w2", "w3"} {
-		ring.Members = append(ring.Members, coordinator.MemberView{
-			WorkerID: id, NodeIndex: 2 - i, Epoch: uint64(3 + i), State: coordinator.MemberActive,
+		ring.Members = append(ring.Members, admin.MemberView{
+			WorkerID: id, NodeIndex: 2 - i, Epoch: uint64(3 + i), State: admin.MemberActive,
 			Ranges: lease.EncodeRanges(lease.Ranges{splits[2-i]}), LeaseExpiresMs: t0.Add(2 * time.Second).UnixMilli(),
 		})
 	}

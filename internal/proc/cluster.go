@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/internal/downstream"
 	"github.com/retryring/retryring/lease"
 )
@@ -424,9 +424,9 @@ func (c *Cluster) RestartCoordinator(ctx context.Context, co *Coordinator) error
 // Leader asks every running, not stopped coordinator for its view (each answer bounded by
 // Options.ViewTimeout) and returns the one that reports itself as leader (the highest Raft term if
 // two do, as a deposed leader may for a moment), with its view.
-func (c *Cluster) Leader(ctx context.Context) (*Coordinator, coordinator.RingView, error) {
+func (c *Cluster) Leader(ctx context.Context) (*Coordinator, admin.RingView, error) {
 	var best *Coordinator
-	var bestView coordinator.RingView
+	var bestView admin.RingView
 	var errs []error
 	for _, co := range c.Coordinators() {
 		if !co.Running() || co.Stopped() {
@@ -442,12 +442,12 @@ func (c *Cluster) Leader(ctx context.Context) (*Coordinator, coordinator.RingVie
 		}
 	}
 	if best == nil {
-		return nil, coordinator.RingView{}, fmt.Errorf("%w: %w", ErrNoLeader, errors.Join(errs...))
+		return nil, admin.RingView{}, fmt.Errorf("%w: %w", ErrNoLeader, errors.Join(errs...))
 	}
 	return best, bestView, nil
 }
 
-func (c *Cluster) view(ctx context.Context, co *Coordinator) (coordinator.RingView, error) {
+func (c *Cluster) view(ctx context.Context, co *Coordinator) (admin.RingView, error) {
 	if c.opts.ViewTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.ViewTimeout)
@@ -474,14 +474,14 @@ func (c *Cluster) WaitLeader(ctx context.Context) (*Coordinator, error) {
 }
 
 // RingOf returns this cluster's ring in a view, if the view has it.
-func (c *Cluster) RingOf(v coordinator.RingView) (coordinator.RingStateView, bool) {
+func (c *Cluster) RingOf(v admin.RingView) (admin.RingStateView, bool) {
 	return v.Ring(c.opts.Ring)
 }
 
 // Settled reports whether the ring in v has exactly the members workers (worker id → incarnation,
 // "" for any incarnation), all active and none departed, whose ranges cover the whole ring
 // without overlap. It returns why not.
-func (c *Cluster) Settled(v coordinator.RingView, workers map[string]string) (bool, string) {
+func (c *Cluster) Settled(v admin.RingView, workers map[string]string) (bool, string) {
 	r, ok := c.RingOf(v)
 	if !ok {
 		return false, "ring not in the view"
@@ -491,7 +491,7 @@ func (c *Cluster) Settled(v coordinator.RingView, workers map[string]string) (bo
 	for _, m := range r.Members {
 		inc, want := workers[m.WorkerID]
 		switch {
-		case m.State != coordinator.MemberActive || !want || seen[m.WorkerID]:
+		case m.State != admin.MemberActive || !want || seen[m.WorkerID]:
 			return false, fmt.Sprintf("member %s incarnation %s is %s", m.WorkerID, m.Incarnation, m.State)
 		case inc != "" && inc != m.Incarnation:
 			return false, fmt.Sprintf("member %s is incarnation %s, not the running %s", m.WorkerID, m.Incarnation, inc)
@@ -517,7 +517,7 @@ func (c *Cluster) Settled(v coordinator.RingView, workers map[string]string) (bo
 
 // WaitSettled waits until the leader's view shows the ring settled with exactly the running
 // workers, each in the incarnation of its current launch, and returns that view.
-func (c *Cluster) WaitSettled(ctx context.Context) (coordinator.RingView, error) {
+func (c *Cluster) WaitSettled(ctx context.Context) (admin.RingView, error) {
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	why := ""
@@ -542,7 +542,7 @@ func (c *Cluster) WaitSettled(ctx context.Context) (coordinator.RingView, error)
 		}
 		select {
 		case <-ctx.Done():
-			return coordinator.RingView{}, fmt.Errorf("proc: ring not settled (%s): %w", why, ctx.Err())
+			return admin.RingView{}, fmt.Errorf("proc: ring not settled (%s): %w", why, ctx.Err())
 		case <-t.C:
 		}
 	}

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
-func member(id, inc string, epoch uint64, expires time.Time, rs ...lease.Range) coordinator.MemberView {
-	m := coordinator.MemberView{WorkerID: id, Incarnation: inc, Epoch: epoch, State: coordinator.MemberActive,
+func member(id, inc string, epoch uint64, expires time.Time, rs ...lease.Range) admin.MemberView {
+	m := admin.MemberView{WorkerID: id, Incarnation: inc, Epoch: epoch, State: admin.MemberActive,
 		Ranges: lease.EncodeRanges(lease.Normalize(rs))}
 	if !expires.IsZero() {
 		m.LeaseExpiresMs = expires.UnixMilli()
@@ -22,8 +22,8 @@ func member(id, inc string, epoch uint64, expires time.Time, rs ...lease.Range) 
 	return m
 }
 
-func view(ms ...coordinator.MemberView) coordinator.RingView {
-	return coordinator.RingView{Rings: []coordinator.RingStateView{
+func view(ms ...admin.MemberView) admin.RingView {
+	return admin.RingView{Rings: []admin.RingStateView{
 		{Region: "other", Cluster: "c1", Service: "orders"},
 		{Region: DefaultRing.Region, Cluster: DefaultRing.Cluster, Service: DefaultRing.Service, Members: ms},
 	}}
@@ -36,7 +36,7 @@ func TestSettled(t *testing.T) {
 	if !ok {
 		t.Fatalf("settled ring refused: %s", why)
 	}
-	cases := map[string]coordinator.RingView{
+	cases := map[string]admin.RingView{
 		"gap":     view(member("w1", "i", 1, time.Time{}, halves[0]), member("w2", "i", 1, time.Time{}, lease.Range{Start: halves[1].Start + 1, End: lease.MaxToken})),
 		"overlap": view(member("w1", "i", 1, time.Time{}, lease.FullRing), member("w2", "i", 1, time.Time{}, halves[1])),
 		"missing": view(member("w1", "i", 1, time.Time{}, lease.FullRing)),
@@ -45,7 +45,7 @@ func TestSettled(t *testing.T) {
 	}
 	cases["old incarnation"] = view(member("w1", "i", 1, time.Time{}, halves[0]), member("w2", "old", 1, time.Time{}, halves[1]))
 	departed := view(member("w1", "i", 1, time.Time{}, halves[0]), member("w2", "i", 1, time.Time{}, halves[1]))
-	departed.Rings[1].Members[1].State = coordinator.MemberDeparted
+	departed.Rings[1].Members[1].State = admin.MemberDeparted
 	cases["departed"] = departed
 	for name, v := range cases {
 		if ok, _ := c.Settled(v, map[string]string{"w1": "", "w2": "i"}); ok {
@@ -60,7 +60,7 @@ func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	halves := lease.Split(2)
-	step := func(ms int, v *coordinator.RingView) {
+	step := func(ms int, v *admin.RingView) {
 		if v != nil {
 			s.learn(*v, at(ms))
 		}
@@ -97,7 +97,7 @@ func TestSamplerMeasuresTheLongestUncoveredStretch(t *testing.T) {
 	}
 	// w1 departs (killed): its lease, valid until 10 s by the leader's estimate, serves nothing.
 	v4 := view(member("w1", "a", 2, at(10000), lease.FullRing))
-	v4.Rings[1].Members[0].State = coordinator.MemberDeparted
+	v4.Rings[1].Members[0].State = admin.MemberDeparted
 	step(9500, &v4)
 	if !s.report.Leader.Uncovered.Equal(lease.Ranges{lease.FullRing}) {
 		t.Fatalf("uncovered %v after w1 departed, want the whole ring", s.report.Leader.Uncovered)

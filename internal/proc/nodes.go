@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 )
 
 // Coordinator is one coordinator process.
@@ -44,8 +44,8 @@ func (c *Coordinator) URL(path string) string {
 }
 
 // View fetches GET /v1/ring.
-func (c *Coordinator) View(ctx context.Context) (coordinator.RingView, error) {
-	var v coordinator.RingView
+func (c *Coordinator) View(ctx context.Context) (admin.RingView, error) {
+	var v admin.RingView
 	err := getJSON(ctx, c.URL("/v1/ring"), &v)
 	return v, err
 }

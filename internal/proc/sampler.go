@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -236,14 +236,14 @@ func (s *LeaseSampler) learnWorker(a workerAnswer) {
 // learn records the expiry of every lease in v. A member that is not active (departed: dead,
 // frozen past the silence timeout, cut off, or gone) serves nothing, whatever its lease says:
 // its lease stops counting at this sample.
-func (s *LeaseSampler) learn(v coordinator.RingView, now time.Time) {
+func (s *LeaseSampler) learn(v admin.RingView, now time.Time) {
 	r, ok := s.c.RingOf(v)
 	if !ok {
 		return
 	}
 	for _, m := range r.Members {
 		k := leaseKey{m.WorkerID, m.Incarnation, m.Epoch}
-		if m.State != coordinator.MemberActive {
+		if m.State != admin.MemberActive {
 			for old := range s.expiry {
 				if old.worker == m.WorkerID && old.incarnation == m.Incarnation && s.expiry[old].After(now) {
 					s.expiry[old] = now

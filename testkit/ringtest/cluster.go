@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/testkit/ringtest/faultproxy"
@@ -464,7 +465,7 @@ func (c *Cluster) committedSettled(active []*Worker, holding map[string]Interval
 	}
 	for _, m := range r.Members {
 		iv, ok := holding[holderName(m.WorkerID, m.Incarnation)]
-		if !ok || m.State != coordinator.MemberActive {
+		if !ok || m.State != admin.MemberActive {
 			return false, fmt.Sprintf("member %s is %s in the leader's state", holderName(m.WorkerID, m.Incarnation), m.State)
 		}
 		ranges, err := lease.DecodeRanges(m.Ranges)
@@ -477,13 +478,13 @@ func (c *Cluster) committedSettled(active []*Worker, holding map[string]Interval
 }
 
 // ringView finds ring in a coordinator's view.
-func ringView(v coordinator.RingView, ring lease.RingKey) (coordinator.RingStateView, bool) {
+func ringView(v admin.RingView, ring lease.RingKey) (admin.RingStateView, bool) {
 	for _, r := range v.Rings {
 		if r.Region == ring.Region && r.Cluster == ring.Cluster && r.Service == ring.Service {
 			return r, true
 		}
 	}
-	return coordinator.RingStateView{}, false
+	return admin.RingStateView{}, false
 }
 
 // WaitRenewals waits (bounded by timeout) until every active worker has installed n more lease

@@ -22,6 +22,7 @@ import (
 	"github.com/rsocket/rsocket-go/rx"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -239,7 +240,7 @@ func (w *rawWorker) waitElement(t *testing.T, what string, after int, ok func(ra
 func tail(els []rawElement, n int) []rawElement { return els[max(0, len(els)-n):] }
 
 // controlsCall posts a flow-control call to co's admin API and returns the committed controls.
-func controlsCall(t *testing.T, co *Coordinator, ring lease.RingKey, action, body string) coordinator.ControlsAnswer {
+func controlsCall(t *testing.T, co *Coordinator, ring lease.RingKey, action, body string) admin.ControlsAnswer {
 	t.Helper()
 	url := fmt.Sprintf("http://%s%s%s/%s/%s/%s", co.Node().HTTPAddr(), coordinator.PathRings, ring.Region, ring.Cluster, ring.Service, action)
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
@@ -248,7 +249,7 @@ func controlsCall(t *testing.T, co *Coordinator, ring lease.RingKey, action, bod
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var a coordinator.ControlsAnswer
+	var a admin.ControlsAnswer
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &a) != nil {
 		t.Fatalf("POST %s %s: %d %s", url, body, resp.StatusCode, b)
 	}
@@ -266,7 +267,7 @@ func follower(c *Cluster) *Coordinator {
 }
 
 // member is w's member in the leader's view.
-func member(t *testing.T, c *Cluster, w *rawWorker) coordinator.MemberView {
+func member(t *testing.T, c *Cluster, w *rawWorker) admin.MemberView {
 	t.Helper()
 	r, ok := c.Leader().View().Ring(w.ring)
 	if !ok {
@@ -278,10 +279,10 @@ func member(t *testing.T, c *Cluster, w *rawWorker) coordinator.MemberView {
 		}
 	}
 	t.Fatalf("%s is not a member: %+v", w.id, r.Members)
-	return coordinator.MemberView{}
+	return admin.MemberView{}
 }
 
-func share(t *testing.T, limit float64, m coordinator.MemberView) float64 {
+func share(t *testing.T, limit float64, m admin.MemberView) float64 {
 	t.Helper()
 	rs, err := lease.DecodeRanges(m.Ranges)
 	if err != nil {
@@ -329,7 +330,7 @@ func TestFlowControls(t *testing.T) {
 		}
 		for i, m := range r.Members {
 			rs, err := lease.DecodeRanges(m.Ranges)
-			if err != nil || m.State != coordinator.MemberActive || !rs.Equal(lease.Ranges{split[i]}) {
+			if err != nil || m.State != admin.MemberActive || !rs.Equal(lease.Ranges{split[i]}) {
 				return false
 			}
 		}
@@ -382,7 +383,7 @@ func TestFlowControls(t *testing.T) {
 	}
 
 	// A pause of the whole ring.
-	before := map[string]coordinator.MemberView{}
+	before := map[string]admin.MemberView{}
 	for _, w := range workers {
 		before[w.id] = member(t, c, w)
 	}
@@ -419,7 +420,7 @@ func TestFlowControls(t *testing.T) {
 	if len(after) > 1 || (len(after) == 1 && after[0].wire.IssuedAtMs > answered.UnixMilli()) {
 		t.Fatalf("p, which cannot obey a pause, got %d elements after the pause was committed: %+v", len(after), after)
 	}
-	if m := member(t, c, p); m.State != coordinator.MemberActive || m.Epoch != before["p"].Epoch ||
+	if m := member(t, c, p); m.State != admin.MemberActive || m.Epoch != before["p"].Epoch ||
 		!slices.Equal(m.Ranges, before["p"].Ranges) || generation() != gen {
 		t.Fatalf("p while its lease ran out: %+v, generation %d; before the pause %+v, generation %d", m, generation(), before["p"], gen)
 	}
@@ -448,7 +449,7 @@ func TestFlowControls(t *testing.T) {
 	if got := p.elements(); len(got) != pMark {
 		t.Fatalf("p got %d elements from the new leader while the ring is paused", len(got)-pMark)
 	}
-	if m := member(t, c, p); m.State != coordinator.MemberActive || m.Epoch != before["p"].Epoch || !slices.Equal(m.Ranges, before["p"].Ranges) {
+	if m := member(t, c, p); m.State != admin.MemberActive || m.Epoch != before["p"].Epoch || !slices.Equal(m.Ranges, before["p"].Ranges) {
 		t.Fatalf("p under the new leader: %+v, before %+v", m, before["p"])
 	}
 

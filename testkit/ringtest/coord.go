@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/testkit/ringtest/faultproxy"
 )
 
@@ -124,11 +125,11 @@ func (co *Coordinator) RSocketAddr() string { return co.rsocketProxy.Addr() }
 func (co *Coordinator) RaftAddr() string { return co.raftProxy.Addr() }
 
 // View is the node's view of the cluster and rings.
-func (co *Coordinator) View() coordinator.RingView {
+func (co *Coordinator) View() admin.RingView {
 	if n := co.node(); n != nil {
 		return n.View()
 	}
-	return coordinator.RingView{}
+	return admin.RingView{}
 }
 
 // Kill stops the node abruptly (kill -9): its network goes at once (every connection closes, as

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/testkit/ringtest/faultproxy"
 	"github.com/retryring/retryring/testkit/swarm"
@@ -140,7 +141,7 @@ type assignment struct {
 
 type fleetState map[string]assignment // ring/worker -> assignment
 
-func fleetOf(v coordinator.RingView, rings []lease.RingKey) fleetState {
+func fleetOf(v admin.RingView, rings []lease.RingKey) fleetState {
 	out := fleetState{}
 	for _, ring := range rings {
 		r, ok := v.Ring(ring)
@@ -173,7 +174,7 @@ func compareAssignments(before, now fleetState) []string {
 		switch {
 		case a.epoch != b.epoch:
 			out = append(out, fmt.Sprintf("member %s: epoch %d, was %d (a new assignment)", k, a.epoch, b.epoch))
-		case a.state != coordinator.MemberActive:
+		case a.state != admin.MemberActive:
 			out = append(out, fmt.Sprintf("member %s is %s", k, a.state))
 		}
 	}

@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease/minimal"
 )
 
 // setMovement posts a movement call for the cluster's ring to co.
-func setMovement(t *testing.T, c *Cluster, co *Coordinator, body string) coordinator.MovementAnswer {
+func setMovement(t *testing.T, c *Cluster, co *Coordinator, body string) admin.MovementAnswer {
 	t.Helper()
 	ring := c.Options().Ring
 	url := fmt.Sprintf("http://%s%s%s/%s/%s/%s", co.Node().HTTPAddr(), coordinator.PathRings, ring.Region, ring.Cluster, ring.Service, coordinator.ActionMovement)
@@ -24,7 +25,7 @@ func setMovement(t *testing.T, c *Cluster, co *Coordinator, body string) coordin
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var a coordinator.MovementAnswer
+	var a admin.MovementAnswer
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &a) != nil {
 		t.Fatalf("POST %s %s: %d %s", url, body, resp.StatusCode, b)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -108,14 +108,14 @@ func (c *Cluster) WaitMemberDown(w *Worker, timeout time.Duration) (time.Duratio
 	return c.rec.Note(Event{Kind: EventMemberDown, Worker: w.ID, Incarnation: w.Incarnation}), nil
 }
 
-func memberActive(v coordinator.RingView, ring lease.RingKey, w *Worker) bool {
+func memberActive(v admin.RingView, ring lease.RingKey, w *Worker) bool {
 	r, ok := ringView(v, ring)
 	if !ok {
 		return false
 	}
 	for _, m := range r.Members {
 		if m.WorkerID == w.ID && m.Incarnation == w.Incarnation {
-			return m.State != coordinator.MemberDeparted
+			return m.State != admin.MemberDeparted
 		}
 	}
 	return false

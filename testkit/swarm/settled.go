@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -13,7 +13,7 @@ import (
 // active, their ranges covering the whole ring with no overlap, and each client's guard holds that
 // very assignment (same epoch, same ranges), still valid at now. The reason names the first ring
 // that is not, and why.
-func (s *Swarm) Settled(v coordinator.RingView, now time.Time) (bool, string) {
+func (s *Swarm) Settled(v admin.RingView, now time.Time) (bool, string) {
 	byRing := map[lease.RingKey][]*Member{}
 	for _, m := range s.members {
 		byRing[m.Ring] = append(byRing[m.Ring], m)
@@ -27,7 +27,7 @@ func (s *Swarm) Settled(v coordinator.RingView, now time.Time) (bool, string) {
 }
 
 // SettledRings counts the rings of the swarm that are settled in v at now.
-func (s *Swarm) SettledRings(v coordinator.RingView, now time.Time) int {
+func (s *Swarm) SettledRings(v admin.RingView, now time.Time) int {
 	byRing := map[lease.RingKey][]*Member{}
 	for _, m := range s.members {
 		byRing[m.Ring] = append(byRing[m.Ring], m)
@@ -41,7 +41,7 @@ func (s *Swarm) SettledRings(v coordinator.RingView, now time.Time) int {
 	return n
 }
 
-func settledRing(v coordinator.RingView, ring lease.RingKey, members []*Member, now time.Time) (bool, string) {
+func settledRing(v admin.RingView, ring lease.RingKey, members []*Member, now time.Time) (bool, string) {
 	r, ok := v.Ring(ring)
 	if !ok {
 		return false, "not in the view"
@@ -49,10 +49,10 @@ func settledRing(v coordinator.RingView, ring lease.RingKey, members []*Member, 
 	if len(r.Members) != len(members) {
 		return false, fmt.Sprintf("%d members, want %d", len(r.Members), len(members))
 	}
-	byID := map[string]coordinator.MemberView{}
+	byID := map[string]admin.MemberView{}
 	var covered lease.Ranges
 	for _, mv := range r.Members {
-		if mv.State != coordinator.MemberActive {
+		if mv.State != admin.MemberActive {
 			return false, fmt.Sprintf("member %s is %s", mv.WorkerID, mv.State)
 		}
 		rs, err := lease.DecodeRanges(mv.Ranges)

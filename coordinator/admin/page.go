@@ -1,20 +1,16 @@
-package coordinator
+package admin
 
 import (
 	_ "embed"
 	"fmt"
 	"html/template"
+	"io"
 	"math"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/retryring/retryring/lease"
 )
-
-// PathPage is the ring page: GET / draws this node's view of the cluster and of every ring, for
-// people. It reads the same view as GET /v1/ring and is never a safety input.
-const PathPage = "/"
 
 //go:embed page.html.tmpl
 var pageSource string
@@ -88,33 +84,17 @@ type pageBar struct {
 	Title string
 }
 
-// servePage renders the ring page. ?refresh=N reloads it every N seconds (default 2, 0: never).
-func (n *Node) servePage(w http.ResponseWriter, r *http.Request) {
-	refresh := 2
-	if q := r.URL.Query().Get("refresh"); q != "" {
-		v, err := strconv.Atoi(q)
-		if err != nil || v < 0 || v > 3600 {
-			writeJSON(w, http.StatusBadRequest, lease.WireError{Code: lease.CodeBadRequest, Message: "refresh must be a number of seconds from 0 to 3600"})
-			return
-		}
-		refresh = v
-	}
-	var history map[string][]backlogSample
-	if t := n.currentTerm(); t != nil {
-		history = t.backlog.series()
-	}
-	m := buildPage(n.View(), history, n.clock.Now(), refresh)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	if err := pageTemplate.Execute(w, m); err != nil {
-		n.log.Warn().Err(err).Msg("render the ring page")
-	}
+// RenderPage writes the ring page of v as this node sees it at now: history holds the leader's
+// backlog samples by ring name (nil on a follower), refresh the seconds after which the page
+// reloads itself (0: never).
+func RenderPage(w io.Writer, v RingView, history map[string][]BacklogSample, now time.Time, refresh int) error {
+	return pageTemplate.Execute(w, buildPage(v, history, now, refresh))
 }
 
 // buildPage lays a view out for the page: each member's share and colour, each range as a segment
 // of the ring's bar (tokens from -2^63 on the left to 2^63-1 on the right), each ring's backlog
 // and its sparkline from history (the leader's samples by ring name).
-func buildPage(v RingView, history map[string][]backlogSample, now time.Time, refresh int) pageModel {
+func buildPage(v RingView, history map[string][]BacklogSample, now time.Time, refresh int) pageModel {
 	m := pageModel{View: v, Now: now.UTC().Format("2006-01-02 15:04:05 MST"), Refresh: refresh}
 	if v.LeaderID != v.CoordinatorID {
 		for _, c := range v.Coordinators {
@@ -126,7 +106,7 @@ func buildPage(v RingView, history map[string][]backlogSample, now time.Time, re
 	for _, r := range v.Rings {
 		rp := ringPage{Name: r.Region + "/" + r.Cluster + "/" + r.Service, Generation: r.Generation, Controls: &r.Controls, Movement: &r.Movement}
 		if r.Backlog != nil {
-			layBacklog(&rp, r.Backlog, history[r.key().String()], now)
+			layBacklog(&rp, r.Backlog, history[r.Key().String()], now)
 		}
 		for i, mv := range r.Members {
 			mp := memberPage{MemberView: mv, Color: memberColor(i), Node0: mv.NodeIndex == 0 && mv.State == MemberActive, ShortInc: mv.Incarnation}
@@ -163,9 +143,9 @@ func buildPage(v RingView, history map[string][]backlogSample, now time.Time, re
 	return m
 }
 
-// sharePercent is the percentage of the token ring that the wire ranges cover; 0 when they do
+// SharePercent is the percentage of the token ring that the wire ranges cover; 0 when they do
 // not decode.
-func sharePercent(ws []lease.WireRange) float64 {
+func SharePercent(ws []lease.WireRange) float64 {
 	rs, err := lease.DecodeRanges(ws)
 	if err != nil {
 		return 0

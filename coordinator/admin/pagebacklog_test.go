@@ -1,4 +1,4 @@
-package coordinator
+package admin
 
 import (
 	"bytes"
@@ -15,15 +15,15 @@ import (
 // largest at the top); unknown samples break the line and a lone sample is a dot.
 func TestSparklineDrawsTheLastTenMinutes(t *testing.T) {
 	now := t0
-	at := func(ago time.Duration, ageMs int64, known bool) backlogSample {
-		return backlogSample{at: now.Add(-ago), ageMs: ageMs, known: known}
+	at := func(ago time.Duration, ageMs int64, known bool) BacklogSample {
+		return BacklogSample{At: now.Add(-ago), AgeMs: ageMs, Known: known}
 	}
-	sp := buildSparkline([]backlogSample{
+	sp := buildSparkline([]BacklogSample{
 		at(time.Hour, 999_999, true), // older than the span: not drawn, not on the scale
-		at(backlogSpan, 60_000, true),
-		at(backlogSpan/2, 30_000, true),
-		at(backlogSpan/4, 0, false),
-		at(backlogSpan/8, 10_000, true),
+		at(BacklogSpan, 60_000, true),
+		at(BacklogSpan/2, 30_000, true),
+		at(BacklogSpan/4, 0, false),
+		at(BacklogSpan/8, 10_000, true),
 		at(0, 0, false),
 	}, now)
 	if want := []string{"0.0,3.0 120.0,20.0"}; !reflect.DeepEqual(sp.Lines, want) {
@@ -36,14 +36,14 @@ func TestSparklineDrawsTheLastTenMinutes(t *testing.T) {
 		t.Errorf("top %q, span %q, %d known; want 1 min 0 s, 10 min 0 s, 3", sp.Top, sp.Span, sp.Known)
 	}
 	// A leader elected 20 s ago spreads its 20 s over the whole width.
-	young := buildSparkline([]backlogSample{at(20*time.Second, 2000, true), at(10*time.Second, 1000, true), at(0, 0, true)}, now)
+	young := buildSparkline([]BacklogSample{at(20*time.Second, 2000, true), at(10*time.Second, 1000, true), at(0, 0, true)}, now)
 	if want := []string{"0.0,3.0 120.0,20.0 240.0,37.0"}; !reflect.DeepEqual(young.Lines, want) || young.Span != "20 s" {
 		t.Errorf("young history: lines %q span %q; want %q over 20 s", young.Lines, young.Span, want)
 	}
-	if one := buildSparkline([]backlogSample{at(0, 5000, true)}, now); len(one.Dots) != 1 || one.Dots[0].X != sparkWidth {
+	if one := buildSparkline([]BacklogSample{at(0, 5000, true)}, now); len(one.Dots) != 1 || one.Dots[0].X != sparkWidth {
 		t.Errorf("one sample: %+v; want a dot at the right edge", one)
 	}
-	if flat := buildSparkline([]backlogSample{at(time.Minute, 0, true), at(0, 0, true)}, now); flat.Top != "1 s" {
+	if flat := buildSparkline([]BacklogSample{at(time.Minute, 0, true), at(0, 0, true)}, now); flat.Top != "1 s" {
 		t.Errorf("a drained ring's scale: %q; want a second", flat.Top)
 	}
 	if empty := buildSparkline(nil, now); len(empty.Lines)+len(empty.Dots) != 0 {
@@ -77,10 +77,10 @@ func TestRingPageShowsTheBacklog(t *testing.T) {
 			map[string]float64{"done": 3.25}, 0)),
 		activeMember("w2", 1, halves[1], stale(lease.Report{PendingRows: 7})),
 	)}}
-	v.Rings[0].Backlog = ringBacklog(v.Rings[0], now)
+	v.Rings[0].Backlog = RingBacklog(v.Rings[0], now)
 	v.Rings[0].Backlog.AgeMs = &age // as if Node-0 had seen a directory window
-	history := map[string][]backlogSample{"eu/c1/orders": {
-		{at: now.Add(-time.Minute), ageMs: age + 60_000, known: true}, {at: now, ageMs: age, known: true},
+	history := map[string][]BacklogSample{"eu/c1/orders": {
+		{At: now.Add(-time.Minute), AgeMs: age + 60_000, Known: true}, {At: now, AgeMs: age, Known: true},
 	}}
 	m := buildPage(v, history, now, 0)
 	r := m.Rings[0]

@@ -1,4 +1,4 @@
-package coordinator
+package admin
 
 import (
 	"fmt"
@@ -10,13 +10,13 @@ import (
 // The ring page's backlog line, sparkline and report column (page.go lays out the rest).
 
 // layBacklog fills the ring's backlog line and its sparkline.
-func layBacklog(rp *ringPage, b *BacklogView, samples []backlogSample, now time.Time) {
+func layBacklog(rp *ringPage, b *BacklogView, samples []BacklogSample, now time.Time) {
 	rp.Backlog = b
 	rp.Age = ReportUnknown
 	if b.AgeMs != nil {
 		rp.Age = humanAge(time.Duration(*b.AgeMs) * time.Millisecond)
 	}
-	outcomes := append(append([]string(nil), knownOutcomes...), outcomeOther)
+	outcomes := append(append([]string(nil), KnownOutcomes...), OutcomeOther)
 	for _, o := range outcomes {
 		if v, ok := b.ExecutionsPerS[o]; ok {
 			rp.Executions = append(rp.Executions, outcomeRate{Outcome: o, Rate: humanRate(v)})
@@ -65,7 +65,7 @@ const (
 	sparkPad    = 3.0
 )
 
-// sparkline is a ring's backlog age over the last backlogSpan: one polyline per run of known
+// sparkline is a ring's backlog age over the last BacklogSpan: one polyline per run of known
 // samples (unknown ones leave a gap), a dot for a run of one. The right edge is now and the left
 // one the oldest sample: a leader elected a minute ago draws its minute across the whole width,
 // not as a sliver at the right.
@@ -79,24 +79,24 @@ type sparkline struct {
 
 type sparkDot struct{ X, Y float64 }
 
-func buildSparkline(samples []backlogSample, now time.Time) sparkline {
+func buildSparkline(samples []BacklogSample, now time.Time) sparkline {
 	var sp sparkline
 	top := int64(time.Second / time.Millisecond) // a drained ring draws a flat line at the bottom
 	span := time.Duration(0)
 	for _, s := range samples {
-		ago := now.Sub(s.at)
-		if ago > backlogSpan {
+		ago := now.Sub(s.At)
+		if ago > BacklogSpan {
 			continue
 		}
 		span = max(span, ago)
-		if s.known && s.ageMs > top {
-			top = s.ageMs
+		if s.Known && s.AgeMs > top {
+			top = s.AgeMs
 		}
 	}
 	sp.Top = humanAge(time.Duration(top) * time.Millisecond)
 	sp.Span = humanAge(span)
 	if span == 0 {
-		span = backlogSpan // one sample, or none: at the right edge
+		span = BacklogSpan // one sample, or none: at the right edge
 	}
 	var run []sparkDot
 	flush := func() {
@@ -114,13 +114,13 @@ func buildSparkline(samples []backlogSample, now time.Time) sparkline {
 		run = run[:0]
 	}
 	for _, s := range samples {
-		ago := now.Sub(s.at)
-		if !s.known || ago > backlogSpan {
+		ago := now.Sub(s.At)
+		if !s.Known || ago > BacklogSpan {
 			flush()
 			continue
 		}
 		x := sparkWidth * (1 - max(ago, 0).Seconds()/span.Seconds())
-		y := sparkHeight - sparkPad - (sparkHeight-2*sparkPad)*float64(s.ageMs)/float64(top)
+		y := sparkHeight - sparkPad - (sparkHeight-2*sparkPad)*float64(s.AgeMs)/float64(top)
 		run = append(run, sparkDot{X: x, Y: y})
 		sp.Known++
 	}

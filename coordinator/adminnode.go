@@ -1,0 +1,31 @@
+package coordinator
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/retryring/retryring/coordinator/admin"
+)
+
+// adminNode is the node as package admin sees it (admin.Node): an adapter rather than methods of
+// Node, so that what the admin API may ask of a coordinator is this list and no more.
+type adminNode struct{ n *Node }
+
+func (a adminNode) ID() string { return a.n.cfg.NodeID }
+
+func (a adminNode) View() admin.RingView { return a.n.View() }
+
+func (a adminNode) Now() time.Time { return a.n.clock.Now() }
+
+func (a adminNode) BacklogSamples() map[string][]admin.BacklogSample {
+	if t := a.n.currentTerm(); t != nil {
+		return t.backlog.series()
+	}
+	return nil
+}
+
+func (a adminNode) Readiness() admin.Readiness { return a.n.readiness() }
+
+func (a adminNode) Authorize(w http.ResponseWriter, r *http.Request) bool {
+	return a.n.authorizeHTTP(w, r)
+}
