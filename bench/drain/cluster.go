@@ -47,18 +47,11 @@ func runTarget(ctx context.Context, kit *benchkit.Flags, o options, t target, wo
 		return "", err
 	}
 	defer kit.DropKeyspace(t.s, ks)
-	store, err := cassandra.NewStore(t.s, cassandra.StoreConfig{Keyspace: ks, Ring: benchkit.Ring, WindowMinutes: 1, PageSize: o.page})
+	d, err := newDrain(t.s, ks, o, workers)
 	if err != nil {
 		return "", err
 	}
-	exec := &benchkit.NoopExecutor{}
-	scanners, err := benchkit.NewScanners(store, benchkit.StaticGuards(workers, 24*time.Hour), exec, o.concurrency)
-	if err != nil {
-		return "", err
-	}
-	windows := o.total / (o.instances * o.rows)
-	hist := &benchkit.History{Store: store, Instances: o.instances, RowsPerInstance: o.rows,
-		First: benchkit.PastWindow(time.Duration(windows+10) * time.Minute)}
+	exec, scanners, hist := d.exec, d.scanners, d.hist
 	cores := runtime.NumCPU()
 
 	fmt.Printf("\n## %s (replication %s), %d worker(s), keyspace %s, load avg %s\n\n", t.name, t.replText, workers, ks, benchkit.LoadAvg())

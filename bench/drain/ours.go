@@ -34,19 +34,11 @@ func runOurs(ctx context.Context, kit *benchkit.Flags, s *gocql.Session, o optio
 		return "", err
 	}
 	defer kit.DropKeyspace(s, ks)
-	store, err := cassandra.NewStore(s, cassandra.StoreConfig{Keyspace: ks, Ring: benchkit.Ring, WindowMinutes: 1, PageSize: o.page})
+	d, err := newDrain(s, ks, o, workers)
 	if err != nil {
 		return "", err
 	}
-	exec := &benchkit.NoopExecutor{}
-	scanners, err := benchkit.NewScanners(store, benchkit.StaticGuards(workers, 24*time.Hour), exec, o.concurrency)
-	if err != nil {
-		return "", err
-	}
-	windows := o.total / (o.instances * o.rows)
-	hist := &benchkit.History{Store: store, Instances: o.instances, RowsPerInstance: o.rows,
-		// Far enough back that every window of the history has passed when it is drained.
-		First: benchkit.PastWindow(time.Duration(windows+10) * time.Minute)}
+	store, exec, scanners, hist := d.store, d.exec, d.scanners, d.hist
 	log := openLogs()
 
 	fmt.Printf("\n## ours, %d worker(s), keyspace %s, load avg %s\n\n", workers, ks, benchkit.LoadAvg())
@@ -174,4 +166,31 @@ func probeIdle(ctx context.Context, s *gocql.Session, store *cassandra.Store) (i
 		return nil
 	})
 	return rs.Tombstones, err
+}
+
+// drain is what every drain of ours starts from, on whichever Cassandra: the store of a keyspace,
+// scanners on static leases splitting the ring, their no-op executor (it counts the calls), and
+// the history writer, its first window far enough back that every window of the history has
+// passed when it is drained.
+type drain struct {
+	store    *cassandra.Store
+	exec     *benchkit.NoopExecutor
+	scanners []*worker.Scanner
+	hist     *benchkit.History
+}
+
+func newDrain(s *gocql.Session, ks string, o options, workers int) (*drain, error) {
+	store, err := cassandra.NewStore(s, cassandra.StoreConfig{Keyspace: ks, Ring: benchkit.Ring, WindowMinutes: 1, PageSize: o.page})
+	if err != nil {
+		return nil, err
+	}
+	exec := &benchkit.NoopExecutor{}
+	scanners, err := benchkit.NewScanners(store, benchkit.StaticGuards(workers, 24*time.Hour), exec, o.concurrency)
+	if err != nil {
+		return nil, err
+	}
+	windows := o.total / (o.instances * o.rows)
+	hist := &benchkit.History{Store: store, Instances: o.instances, RowsPerInstance: o.rows,
+		First: benchkit.PastWindow(time.Duration(windows+10) * time.Minute)}
+	return &drain{store: store, exec: exec, scanners: scanners, hist: hist}, nil
 }
