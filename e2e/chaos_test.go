@@ -138,7 +138,7 @@ func TestChaos(t *testing.T) {
 			}
 			cassLock.Lock()
 			defer cassLock.Unlock()
-			s.outage(node, "kill")
+			s.outage(node, "kill", false)
 			s.waitWorkersBack(2 * time.Minute)
 			return nil
 		}},

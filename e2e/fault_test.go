@@ -50,6 +50,9 @@ type fault struct {
 	kind      faultKind
 	worker    string // workerCrash only
 	at, until time.Time
+	// stopped is, for a storeOutage, when Cassandra was surely down (its process gone): `at` is
+	// when the command that stops it began, and Cassandra may answer for a while after it.
+	stopped time.Time
 }
 
 func (f fault) String() string {
