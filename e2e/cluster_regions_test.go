@@ -70,6 +70,7 @@ func newRegion(t *testing.T, ks, dc, contact, service string, applySchema bool) 
 	t.Helper()
 	o := shortOptions()
 	o.Binary = binary
+	o.Wait = clusterWait
 	// One coordinator and two workers a region keep two regions, four Cassandra nodes and the
 	// stubs within 2 cores; a real region runs three voters.
 	o.Coordinators, o.Workers = 1, 2
@@ -116,7 +117,8 @@ func (s *scenario) recordIn(dc string, o proc.RecordOptions) proc.Batch {
 // its datacenter, drain at LOCAL_QUORUM on one keyspace of dc1=2,dc2=2. Every node of dc2 is
 // SIGKILLed mid-drain: region dc1 keeps draining and finishes (0 lost, a step twice only where a
 // fault explains it); region dc2's workers stay up, not ready, and resume when dc2 returns, and
-// finish too. Then what docs/cassandra.md says of exactly-once across regions: a step committed
+// finish too. Then the mirror: all of dc1 (its seed node among them) down mid-drain, region dc2
+// drains on, region dc1 resumes when dc1 returns. And what docs/cassandra.md says of exactly-once across regions: a step committed
 // in dc1 while dc2 was down (and hinted handoff is off in the test cluster, as a hint window
 // may run out in production) has no COMMITTED in dc2, so the same step recorded into region dc2
 // runs there again: once per region, never twice within one.
@@ -196,7 +198,48 @@ func TestClusterTwoRegions(t *testing.T) {
 			t.Errorf("%s: %d executions in dc1, %d in dc2; want one in each", id, n1, n2)
 		}
 	}
+
+	// The mirror: all of dc1 down (its seed node among them) while both regions drain a second
+	// batch. Region dc2 keeps draining, and records and drains a third batch meanwhile; region
+	// dc1's workers stay up, not ready, and finish when dc1 is back.
+	base1, base2 := len(r1.ds.Executions()), len(r2.ds.Executions())
+	r1.recordIn("dc1", proc.RecordOptions{Count: count, Prefix: "tx-dc1-b-", Backdate: backdate})
+	r2.recordIn("dc2", proc.RecordOptions{Count: count, Prefix: "tx-dc2-b-", Backdate: backdate})
+	r1.waitExecutions(base1 + count/4)
+	r2.waitExecutions(base2 + count/4)
+	at1 := r2.mark("kill nodes 1 and 2: all of dc1")
+	t.Log(clusterScript(t, "cluster-kill", "1", "2"))
+	r2.waitDrained(drainWait)
+	r2.recordIn("dc2", proc.RecordOptions{Count: count / 2, Prefix: "tx-dc2-c-", Backdate: backdate})
+	r2.waitDrained(drainWait)
+	r2.mark("region dc2 drained its second and third batches with dc1 down")
+	for _, w := range r1.c.Workers() {
+		if !w.Running() {
+			t.Errorf("worker %s of region dc1 exited with dc1 down", w.ID)
+		}
+		t.Logf("%s (dc1) /readyz with dc1 down: %s", w.ID, waitReadyz(t, w, 2*time.Minute, func(r string) bool {
+			return strings.HasPrefix(r, "503 ") && strings.Contains(r, `"reason":"cassandra unreachable: `)
+		}))
+	}
+	during1 := len(r1.ds.Executions())
+	if during1 >= base1+count {
+		t.Fatalf("region dc1 executed %d of its second %d steps before dc1 came back: nothing was left to resume", during1-base1, count)
+	}
+	t.Log(clusterScript(t, "cluster-start", "1", "2"))
+	back1 := r1.mark("dc1 back")
+	r1.reconnect() // its check session saw every node of its datacenter die
+	r1.addFault(fault{kind: storeOutage, at: at1, until: back1.Add(15 * time.Second)})
+	for _, w := range r1.c.Workers() {
+		t.Logf("%s (dc1) /readyz with dc1 back: %s", w.ID, waitReadyz(t, w, 3*time.Minute, func(r string) bool {
+			return strings.HasPrefix(r, "200 ")
+		}))
+	}
+	r1.waitDrained(drainWait)
+	r1.mark("region dc1 drained its second batch after dc1 came back: %d executions while dc1 was down or before, %d after",
+		during1-base1, len(r1.ds.Executions())-during1)
+
 	r1.check()
 	r2.check()
 	logLongestPause(t, r1.ds.Executions())
+	logLongestPause(t, r2.ds.Executions())
 }

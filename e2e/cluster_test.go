@@ -85,6 +85,10 @@ func clusterScript(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// clusterWait bounds the start of a scenario on the Cassandra cluster: the schema is applied on
+// every node and waits for their agreement (over 60 s, proc.DefaultWait, once at load average 35).
+const clusterWait = 3 * time.Minute
+
 // TestClusterSchemaApply applies the schema with dc1=3 on the three nodes, and refuses dc1=4 and
 // a datacenter the cluster lacks, with the reason.
 func TestClusterSchemaApply(t *testing.T) {
@@ -140,6 +144,7 @@ func TestClusterDrainWithNodeKilled(t *testing.T) {
 	n := clusterNodes(t)
 	t.Setenv("RETRYRING_CASSANDRA", contact) // the scenario's cluster, sessions and keyspace
 	o := shortOptions()
+	o.Wait = clusterWait
 	o.Replication = fmt.Sprintf("dc1=%d", n)
 	s := newScenario(t, o)
 	s.waitSettled()
@@ -201,6 +206,7 @@ func TestClusterTwoNodesDown(t *testing.T) {
 	}
 	t.Setenv("RETRYRING_CASSANDRA", contact)
 	o := shortOptions()
+	o.Wait = clusterWait
 	o.Replication = "dc1=3"
 	s := newScenario(t, o)
 	s.waitSettled()
