@@ -277,7 +277,7 @@ func (s *leaseStream) element(st *fsm.State, index uint64, now time.Time, last s
 	if r == nil {
 		return lease.WireLease{}, "", false
 	}
-	m := r.Members[s.member.key()]
+	m := r.Members[s.member.Key()]
 	if m == nil || !m.Active || !m.Assigned() {
 		return lease.WireLease{}, "", false
 	}
@@ -289,7 +289,7 @@ func (s *leaseStream) element(st *fsm.State, index uint64, now time.Time, last s
 	var controls string
 	switch {
 	case s.controls:
-		share, limited := s.term.shares.share(r, index, s.member.key(), now)
+		share, limited := s.term.shares.share(r, index, s.member.Key(), now)
 		l.Controls = wireControls(r.Controls, share, limited)
 		b, err := json.Marshal(l.Controls)
 		if err != nil {

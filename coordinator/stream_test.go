@@ -21,7 +21,7 @@ func TestStreamElementFollowsTheControls(t *testing.T) {
 	s := fsm.NewState()
 	apply(t, s, join("a"), join("b"))
 	planAll(t, s)
-	a := s.Ring(testRing).Members[mid("a").key()]
+	a := s.Ring(testRing).Members[mid("a").Key()]
 	withFeature, without := streamOf(true), streamOf(false)
 
 	el, controls, due := withFeature.element(s, 1, t0, sent{renew: true})
