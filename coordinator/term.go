@@ -219,15 +219,25 @@ func (t *leaderTerm) isReady() bool {
 // covered by its wait. An acknowledgement alone proves nothing of the kind: Raft's VerifyLeader
 // counts any answer it processes after the check registered, including one to a heartbeat sent
 // before t0 and delivered up to the transport timeout later, from a follower that has voted for
-// a newer leader since (issue 16, hole 3). The check happens just before the write; the Timing
-// margin absorbs the gap.
+// a newer leader since (issue 16, hole 3). A stream checks it before it decides to send, and
+// checks the end of the proof it decided under (sendsUntil, carried as leader.Send.WriteBy)
+// again just before the write.
 func (t *leaderTerm) canSend(now time.Time) bool {
+	return now.Before(t.sendsUntil())
+}
+
+// sendsUntil is the end of the term's proof of leadership: elements may be written before it
+// (canSend). Zero while the term is not ready, or once it has ended.
+func (t *leaderTerm) sendsUntil() time.Time {
 	if t.ctx.Err() != nil {
-		return false
+		return time.Time{}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.ready && now.Before(t.verifiedUntil)
+	if !t.ready {
+		return time.Time{}
+	}
+	return t.verifiedUntil
 }
 
 // extendVerified records that a quorum stored an entry of this term proposed after t0: a proof of

@@ -185,24 +185,21 @@ func (s *sim) deliverFrom(st *fsm.State, renew bool) {
 		if !p.connected || !p.demanding {
 			continue
 		}
-		var l lease.Lease
-		who, epoch, ok := func() (Member, uint64, bool) {
-			r := st.Ring(testRing)
-			if r == nil {
-				return Member{}, 0, false
-			}
-			m := r.Members[p.member().Key()]
-			if m == nil || !m.Active || !m.Assigned() || (!renew && m.Epoch == p.lastEpoch) {
-				return Member{}, 0, false
-			}
-			l = lease.Lease{WorkerID: p.id, Ring: testRing, NodeIndex: m.NodeIndex, NodeCount: m.NodeCount,
-				Epoch: m.Epoch, Generation: r.Generation, Ranges: m.Ranges, TTL: s.timing.TTL, ValidFrom: p.demandAt}
-			return p.member(), m.Epoch, true
-		}()
+		// The send decision the coordinator's streams make (Element), with the record of the
+		// send. The sim's leader always holds a proof of leadership where it sends.
+		stream := Stream{Member: p.member(), Ring: testRing, TTL: s.timing.TTL, Renewal: s.timing.Renewal}
+		d, ok := Element(st.Ring(testRing), stream, Share{}, Sent{Renew: renew, Epoch: p.lastEpoch}, s.now, s.now.Add(time.Nanosecond))
 		if !ok {
 			continue
 		}
-		s.sends.Record(who, epoch, s.now)
+		if err := d.Check(s.now); err != nil {
+			panic(err)
+		}
+		s.sends.Record(p.member(), d.Element.Epoch, s.now)
+		l, err := d.Element.Decode(p.demandAt)
+		if err != nil {
+			panic(err)
+		}
 		if n := len(p.got); n > 0 && l.Epoch < p.got[n-1].Epoch {
 			continue // the guard never goes back to an older epoch
 		}
