@@ -238,11 +238,20 @@ func (s *leaseStream) step() (ended bool) {
 	if !ok {
 		return false
 	}
+	s.send(sink, d, last)
+	return false
+}
+
+// send writes the decided element d; last is what was sent before it. An element found past its
+// write-by at the write is not written: the demand it would have answered and what was due stay
+// for the next proof, which it asks for. The send log keeps its stamp, which only makes an expiry
+// wait longer.
+func (s *leaseStream) send(sink flux.Sink, d leader.Send, last leader.Sent) {
 	el := d.Element
 	data, err := json.Marshal(el)
 	if err != nil {
 		s.log.Error().Err(err).Msg("encode lease element")
-		return false
+		return
 	}
 	s.mu.Lock()
 	s.demand--
@@ -252,8 +261,6 @@ func (s *leaseStream) step() (ended bool) {
 	var late error
 	s.signal("next", func() { late = writeBefore(s.n.clock, d, func() { sink.Next(payload.New(data, nil)) }) })
 	if late != nil {
-		// Not written: the demand it would have answered and what was due stay for the next
-		// proof. The send log keeps the stamp, which only makes an expiry wait longer.
 		s.mu.Lock()
 		s.demand = min(s.demand+1, maxDemand)
 		s.renewDue = s.renewDue || last.Renew
@@ -261,7 +268,7 @@ func (s *leaseStream) step() (ended bool) {
 		s.mu.Unlock()
 		s.log.Warn().Err(late).Msg("lease element not written")
 		s.term.requestVerify()
-		return false
+		return
 	}
 	s.n.metrics.leasesSent.Add(1)
 	if el.Epoch != last.Epoch {
@@ -271,7 +278,6 @@ func (s *leaseStream) step() (ended bool) {
 	if d.Controls != last.Controls {
 		s.log.Info().RawJSON("controls", []byte(d.Controls)).Msg("controls sent")
 	}
-	return false
 }
 
 // writeBefore calls write unless d's write-by has passed by clock, read right before: nothing
