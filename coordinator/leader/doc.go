@@ -11,10 +11,16 @@
 // falls due. The coordinator's leaderTerm gathers the input, calls Step, commits and schedules
 // the wake; it owns the Raft and RSocket I/O, the locks and the goroutines.
 //
+// Element is what a lease stream is sent now, decided on the committed ring; the decision carries
+// the latest moment it may still be written (Send.WriteBy, the end of the proof of leadership it
+// was decided under), which the coordinator's stream checks again just before the write. The
+// stream decides twice per send, once outside the send log's lock and once inside it: Element's
+// doc says why.
+//
 // What this package must never do: read a clock, touch the network, Raft or RSocket, start a
 // goroutine, take a lock or log. Time enters as a value (Input.Now, Times), so the decisions are
-// tested on a manual clock with transcripts (testdata/decide) and with generated histories, with
-// no sleeps.
+// tested on a manual clock with transcripts (testdata/decide: the decisions with what the workers
+// receive; testdata/step: one Step at a time) and with generated histories, with no sleeps.
 //
 // Walk-through of a failover, as the coordinator drives it:
 //
