@@ -8,6 +8,7 @@ import (
 	"github.com/rsocket/rsocket-go"
 
 	"github.com/retryring/retryring/coordinator/auth"
+	"github.com/retryring/retryring/coordinator/leader"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -72,17 +73,17 @@ func (c *workerConn) streamList() []*leaseStream {
 	return out
 }
 
-func (c *workerConn) state() connState {
+func (c *workerConn) state() leader.Conn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return connState{ring: c.setup.Ring()}
+		return leader.Conn{Ring: c.setup.Ring()}
 	}
 	streaming := false
 	for s := range c.streams {
 		streaming = streaming || !s.hasLeft()
 	}
-	return connState{ring: c.setup.Ring(), live: !c.ended, streaming: streaming}
+	return leader.Conn{Ring: c.setup.Ring(), Live: !c.ended, Streaming: streaming}
 }
 
 // connRegistry holds the connections of this node. Per (ring, worker id) only the newest
@@ -174,7 +175,7 @@ func (r *connRegistry) remove(c *workerConn) bool {
 // states returns the connection state of every member that has a current connection and was not
 // superseded: a connection that was current when a newer incarnation's Join applied counts for
 // nothing from then on, so the leader never joins its member again.
-func (r *connRegistry) states() map[memberID]connState {
+func (r *connRegistry) states() map[memberID]leader.Conn {
 	r.mu.Lock()
 	conns := make([]*workerConn, 0, len(r.byWorker))
 	for _, c := range r.byWorker {
@@ -183,7 +184,7 @@ func (r *connRegistry) states() map[memberID]connState {
 		}
 	}
 	r.mu.Unlock()
-	out := make(map[memberID]connState, len(conns))
+	out := make(map[memberID]leader.Conn, len(conns))
 	for _, c := range conns {
 		out[c.member] = c.state()
 	}

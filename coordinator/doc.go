@@ -69,6 +69,8 @@
 // does not lead.
 //
 // Time that decides anything comes from Config.Clock (but a follower's check of its last contact
-// with the leader, which reads Raft's process clock); the pure decisions (which holds may expire,
-// which members are down) live in decide.go and are tested on a manual clock.
+// with the leader, which reads Raft's process clock). What the leader decides (which members join
+// or are down, which holds expire, what each pass commits, what a lease stream is sent and by
+// when) is package coordinator/leader's, as functions of plain values tested on a manual clock;
+// this package gathers their input, commits and sends what they decide.
 package coordinator

@@ -87,7 +87,7 @@ func TestKilledLeaderIsReplacedWithoutChangingEpochs(t *testing.T) {
 		t.Fatal("the new leader lost its term")
 	}
 	term.mu.Lock()
-	downAfter := term.times.downAfter()
+	downAfter := term.times.DownAfter()
 	term.mu.Unlock()
 	eventually(t, 10*time.Second, "the reconnect grace to pass", func() bool { return time.Now().After(downAfter.Add(timing.Renewal)) })
 	for _, tc := range []struct {
@@ -170,13 +170,13 @@ func TestFailoverAloneChangesNoAssignment(t *testing.T) {
 	term.mu.Lock()
 	times := term.times
 	term.mu.Unlock()
-	if !times.holdsAliveUntil().After(times.graceEnd.Add(time.Second)) {
+	if !times.HoldsAliveUntil().After(times.GraceEnd.Add(time.Second)) {
 		t.Fatalf("the test needs the old leases to outlast the grace: grace ends %v, leases may last until %v",
-			times.graceEnd, times.holdsAliveUntil())
+			times.GraceEnd, times.HoldsAliveUntil())
 	}
 	// Past the grace, before the old leases may have ended, the held-back workers come back.
 	eventually(t, 10*time.Second, "the reconnect grace to pass", func() bool {
-		return time.Now().After(times.graceEnd.Add(200 * time.Millisecond))
+		return time.Now().After(times.GraceEnd.Add(200 * time.Millisecond))
 	})
 	close(gate)
 	for _, w := range workers {
@@ -187,7 +187,7 @@ func TestFailoverAloneChangesNoAssignment(t *testing.T) {
 	}
 	// Past the time the new leader would down a member that had not come back, nothing moved.
 	eventually(t, 10*time.Second, "the old leases' bound to pass", func() bool {
-		return time.Now().After(times.downAfter().Add(timing.Renewal))
+		return time.Now().After(times.DownAfter().Add(timing.Renewal))
 	})
 	genAfter, after := ringState(next)
 	if genAfter != genBefore || !reflect.DeepEqual(after, before) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/retryring/retryring/coordinator/leader"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -199,7 +200,7 @@ func TestLateAcknowledgementDoesNotRenewADeposedLeader(t *testing.T) {
 	wires[2].cutOff(l.RaftAddr())
 	// 3. F2 stands for election and F1 votes for it: N is F2.
 	standForElection(t, lw, l, f2)
-	var newTimes termTimes
+	var newTimes leader.Times
 	eventually(t, 10*time.Second, "the new leader past its barrier", func() bool {
 		nt := f2.currentTerm()
 		if nt == nil {
@@ -244,8 +245,8 @@ func TestLateAcknowledgementDoesNotRenewADeposedLeader(t *testing.T) {
 	old.mu.Lock()
 	until := old.verifiedUntil
 	old.mu.Unlock()
-	if assign := newTimes.electedAt.Add(newTimes.leaderLease); until.After(assign) {
+	if assign := newTimes.ElectedAt.Add(newTimes.LeaderLease); until.After(assign) {
 		t.Fatalf("the deposed leader could send lease elements until %s, %v after the new leader (elected %s) stopped waiting for its leases (%s): its last proof of leadership counted an acknowledgement sent before that election",
-			until.Format("15:04:05.000"), until.Sub(assign), newTimes.electedAt.Format("15:04:05.000"), assign.Format("15:04:05.000"))
+			until.Format("15:04:05.000"), until.Sub(assign), newTimes.ElectedAt.Format("15:04:05.000"), assign.Format("15:04:05.000"))
 	}
 }

@@ -146,7 +146,7 @@ func TestStaleStretchCommitsNothingInALaterTerm(t *testing.T) {
 func TestNewRaftTermStartsANewLeadershipStretch(t *testing.T) {
 	x, seam, old := reelectedUnnoticed(t)
 	old.mu.Lock()
-	oldElectedAt := old.times.electedAt
+	oldElectedAt := old.times.ElectedAt
 	old.mu.Unlock()
 
 	thawedAt := x.clock.Now()
@@ -163,7 +163,7 @@ func TestNewRaftTermStartsANewLeadershipStretch(t *testing.T) {
 		t.Errorf("new stretch of term %d, raft leads in %d", next.raftTerm, x.raft.CurrentTerm())
 	}
 	next.mu.Lock()
-	electedAt := next.times.electedAt
+	electedAt := next.times.ElectedAt
 	next.mu.Unlock()
 	if !electedAt.After(thawedAt) || !electedAt.After(oldElectedAt) {
 		t.Errorf("new stretch elected at %v, the term change was seen at %v (old stretch elected at %v): it must wait out the intervening leader's leases from its own election",

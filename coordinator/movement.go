@@ -79,20 +79,3 @@ func movementCommand(ring lease.RingKey, body []byte, atMs int64) (*fsm.SetMovem
 	}
 	return c, nil
 }
-
-// movedTokens is the number of tokens a plan gives members that did not hold them before: a token
-// that changes owner counts once, when its new owner gets it (a shrinking member's loss is not
-// counted again). r is the ring the plan was made on.
-func movedTokens(r *fsm.Ring, as []fsm.Assignment) float64 {
-	total := 0.0
-	for _, a := range as {
-		gained := lease.Normalize(a.Ranges)
-		if m := r.Members[fsm.MemberKey(a.WorkerID, a.Incarnation)]; m != nil {
-			gained = gained.Subtract(m.Held())
-		}
-		for _, rg := range gained {
-			total += float64(rg.Width()) + 1
-		}
-	}
-	return total
-}

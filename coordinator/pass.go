@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/leader"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -20,79 +21,6 @@ const passesInFlight = 32
 type releaseReq struct {
 	rel  fsm.Release
 	done chan error // buffered: the pass never waits for the handler
-}
-
-// ringPass is what one reconcile pass commits for one ring: one entry, and the releases it
-// answers once that entry is committed.
-type ringPass struct {
-	entry    *fsm.Reconcile
-	parts    []fsm.Command // the leader's decisions in the entry, for the reproposal dedup
-	releases []*releaseReq
-	// moved is the plan's movedTokens, counted once the entry is committed.
-	moved float64
-}
-
-// command is the entry to propose: a plain Assign when the pass carries nothing but a plan (a
-// type every version knows), else the Reconcile.
-func (p ringPass) command() fsm.Command {
-	e := p.entry
-	if len(e.Releases)+len(e.Joins)+len(e.Downs)+len(e.Expires) == 0 {
-		return &fsm.Assign{Ring: e.Ring, Assignments: e.Assignments}
-	}
-	return e
-}
-
-// buildPass previews r (a copy of the committed ring, modified here) as the releases and the
-// leader's decisions leave it, in the order fsm.Reconcile applies them, and plans it there. A
-// release the state refuses (a member unknown, an epoch not assigned) is answered at once with
-// the state's error and left out, as it would have been refused on its own. Of two joins of one
-// worker id only the last is kept: the last join wins anyway, and the entry must be idempotent.
-// A decision for which fresh is false (proposed moments ago: the reproposal dedup) is left out;
-// nil fresh keeps every one.
-func buildPass(r *fsm.Ring, releases []*releaseReq, d ringDecisions, fresh func(fsm.Command) bool) ringPass {
-	st := &fsm.State{Rings: map[string]*fsm.Ring{fsm.RingID(r.Key): r}}
-	p := ringPass{entry: &fsm.Reconcile{Ring: r.Key}}
-	use := func(c fsm.Command) bool { return (fresh == nil || fresh(c)) && st.Apply(c) == nil }
-	joins, downs, expires := d.joins, d.downs, d.expires
-	for _, req := range releases {
-		if err := st.Apply(&req.rel); err != nil {
-			req.done <- commitErr(err)
-			continue
-		}
-		p.releases = append(p.releases, req)
-		p.entry.Releases = append(p.entry.Releases, fsm.ReleaseRef{WorkerID: req.rel.WorkerID, Incarnation: req.rel.Incarnation, Epoch: req.rel.Epoch})
-	}
-	lastJoin := map[string]int{}
-	for i, j := range joins {
-		lastJoin[j.WorkerID] = i
-	}
-	for i := range joins {
-		if lastJoin[joins[i].WorkerID] != i || !use(&joins[i]) {
-			continue
-		}
-		p.parts = append(p.parts, &joins[i])
-		p.entry.Joins = append(p.entry.Joins, fsm.MemberRef{WorkerID: joins[i].WorkerID, Incarnation: joins[i].Incarnation})
-	}
-	for i := range downs {
-		if !use(&downs[i]) {
-			continue
-		}
-		p.parts = append(p.parts, &downs[i])
-		p.entry.Downs = append(p.entry.Downs, fsm.MemberRef{WorkerID: downs[i].WorkerID, Incarnation: downs[i].Incarnation})
-	}
-	for i := range expires {
-		e := &expires[i]
-		if !use(e) {
-			continue
-		}
-		p.parts = append(p.parts, e)
-		p.entry.Expires = append(p.entry.Expires, fsm.ExpireRef{WorkerID: e.WorkerID, Incarnation: e.Incarnation, UpTo: e.UpTo, Generation: e.Generation})
-	}
-	if plan := fsm.Plan(st.Ring(r.Key)); plan != nil && !d.holdPlan {
-		p.entry.Assignments = plan.Assignments
-		p.moved = movedTokens(st.Ring(r.Key), plan.Assignments)
-	}
-	return p
 }
 
 // submitRelease commits rel with the next reconcile pass of its ring, in the entry that also
@@ -125,18 +53,13 @@ func (t *leaderTerm) submitRelease(rel fsm.Release) error {
 	}
 }
 
-// takeReleases returns the releases waiting for a pass, by ring id, and forgets them.
-func (t *leaderTerm) takeReleases() map[string][]*releaseReq {
+// takeReleases returns the releases waiting for a pass, in the order they came, and forgets them.
+func (t *leaderTerm) takeReleases() []*releaseReq {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	reqs := t.releases
 	t.releases = nil
-	t.mu.Unlock()
-	out := map[string][]*releaseReq{}
-	for _, r := range reqs {
-		id := fsm.RingID(r.rel.Ring)
-		out[id] = append(out[id], r)
-	}
-	return out
+	return reqs
 }
 
 // requeueReleases puts releases back for the next pass (their entry was refused as a whole).
@@ -169,35 +92,39 @@ func (t *leaderTerm) commitAll(cmds []fsm.Command) []error {
 // one-by-one path does: a committed entry's decisions are marked proposed and its releases
 // answered; a refused plan (ErrUnsafeAssignment) refuses the whole entry, so the pass is decided
 // again shortly, its releases waiting for it; any other failure answers the releases with it.
-func (t *leaderTerm) commitPasses(passes []ringPass, now time.Time, later func(time.Time)) {
+func (t *leaderTerm) commitPasses(passes []leader.Pass, reqs []*releaseReq, now time.Time, later func(time.Time)) {
 	cmds := make([]fsm.Command, len(passes))
 	for i, p := range passes {
-		cmds[i] = p.command()
+		cmds[i] = p.Command()
 	}
 	for i, err := range t.commitAll(cmds) {
 		p := passes[i]
+		releases := make([]*releaseReq, len(p.Releases))
+		for j, k := range p.Releases {
+			releases[j] = reqs[k]
+		}
 		switch {
 		case err == nil:
-			for _, c := range p.parts {
-				t.markProposed(c, now)
+			for _, c := range p.Parts {
+				t.recent.Mark(c, now)
 				if _, ok := c.(*fsm.Expire); ok {
 					t.n.metrics.expiriesSent.Add(1)
 				}
 			}
-			for _, r := range p.releases {
+			for _, r := range releases {
 				r.done <- nil
 			}
-			t.n.metrics.countMoved(p.entry.Ring, p.moved)
-			t.log.Info().Str("ring", p.entry.Ring.String()).Stringer("command", cmds[i].Type()).
-				Int("releases", len(p.entry.Releases)).Int("joins", len(p.entry.Joins)).Int("downs", len(p.entry.Downs)).
-				Int("expires", len(p.entry.Expires)).Interface("args", cmds[i]).Msg("committed")
+			t.n.metrics.countMoved(p.Entry.Ring, p.Moved)
+			t.log.Info().Str("ring", p.Entry.Ring.String()).Stringer("command", cmds[i].Type()).
+				Int("releases", len(p.Entry.Releases)).Int("joins", len(p.Entry.Joins)).Int("downs", len(p.Entry.Downs)).
+				Int("expires", len(p.Entry.Expires)).Interface("args", cmds[i]).Msg("committed")
 		case errors.Is(err, fsm.ErrUnsafeAssignment):
-			t.log.Debug().Err(err).Str("ring", p.entry.Ring.String()).Msg("pass refused; deciding again")
-			t.requeueReleases(p.releases)
+			t.log.Debug().Err(err).Str("ring", p.Entry.Ring.String()).Msg("pass refused; deciding again")
+			t.requeueReleases(releases)
 			later(now.Add(50 * time.Millisecond))
 		default:
-			t.log.Warn().Err(err).Str("ring", p.entry.Ring.String()).Msg("pass proposal failed; retrying")
-			for _, r := range p.releases {
+			t.log.Warn().Err(err).Str("ring", p.Entry.Ring.String()).Msg("pass proposal failed; retrying")
+			for _, r := range releases {
 				r.done <- err
 			}
 			later(now.Add(100 * time.Millisecond))

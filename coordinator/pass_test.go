@@ -2,10 +2,8 @@ package coordinator
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -323,68 +321,5 @@ func TestJoinStormWithTheGateClosedCommitsOneByOne(t *testing.T) {
 	}
 	if c.nodes[2].fsm.Halted() != nil {
 		t.Fatalf("the version 2 node halted: %v", c.nodes[2].fsm.Halted())
-	}
-}
-
-// buildPass answers a release the state refuses at once, with the state's error, and keeps it
-// out of the entry; of two joins of one worker id it keeps the last; it leaves out what was
-// proposed moments ago; and it plans on the state the kept parts produce.
-func TestBuildPass(t *testing.T) {
-	r := &fsm.Ring{Key: testRing, Members: map[string]*fsm.Member{}}
-	unknown := &releaseReq{rel: fsm.Release{Ring: testRing, WorkerID: "ghost", Incarnation: "g1", Epoch: 1}, done: make(chan error, 1)}
-	d := ringDecisions{joins: []fsm.Join{
-		{Ring: testRing, WorkerID: "a", Incarnation: "a1"},
-		{Ring: testRing, WorkerID: "a", Incarnation: "a2"},
-		{Ring: testRing, WorkerID: "b", Incarnation: "b1"},
-		{Ring: testRing, WorkerID: "c", Incarnation: "c1"},
-	}}
-	recent := func(c fsm.Command) bool { j, ok := c.(*fsm.Join); return !ok || j.WorkerID != "c" }
-	p := buildPass(r, []*releaseReq{unknown}, d, recent)
-	select {
-	case err := <-unknown.done:
-		if !errors.Is(err, lease.ErrUnknownWorker) {
-			t.Fatalf("release of an unknown member answered %v, want ErrUnknownWorker", err)
-		}
-	default:
-		t.Fatalf("release of an unknown member not answered")
-	}
-	want := []fsm.MemberRef{{WorkerID: "a", Incarnation: "a2"}, {WorkerID: "b", Incarnation: "b1"}}
-	if len(p.entry.Releases) != 0 || !slices.Equal(p.entry.Joins, want) || len(p.parts) != 2 {
-		t.Fatalf("entry %+v (parts %d), want joins %v and nothing else", p.entry, len(p.parts), want)
-	}
-	if len(p.entry.Assignments) != 2 || p.entry.Assignments[0].WorkerID != "a" || p.entry.Assignments[1].WorkerID != "b" {
-		t.Fatalf("plan %+v, want a and b on the ring as the joins leave it", p.entry.Assignments)
-	}
-	s := fsm.NewState()
-	if err := s.Apply(p.command()); err != nil {
-		t.Fatalf("the entry is refused: %v", err)
-	}
-	if !s.Ring(testRing).Settled() {
-		t.Fatalf("one entry did not settle the ring: %+v", s.Ring(testRing))
-	}
-
-	// c joins: a and b shrink. b releases its new epoch (kept, before the plan that uses it); a
-	// releases an epoch it never had (answered bad_request at once, left out).
-	mustApplyCoord(t, s, &fsm.Join{Ring: testRing, WorkerID: "c", Incarnation: "c1"})
-	mustApplyCoord(t, s, fsm.Plan(s.Ring(testRing)))
-	b := s.Ring(testRing).Members[fsm.MemberKey("b", "b1")]
-	good := &releaseReq{rel: fsm.Release{Ring: testRing, WorkerID: "b", Incarnation: "b1", Epoch: b.Epoch}, done: make(chan error, 1)}
-	bad := &releaseReq{rel: fsm.Release{Ring: testRing, WorkerID: "a", Incarnation: "a2", Epoch: 99}, done: make(chan error, 1)}
-	p = buildPass(s.Ring(testRing).Clone(), []*releaseReq{bad, good}, ringDecisions{}, nil)
-	if err := <-bad.done; !errors.Is(err, lease.ErrBadRequest) {
-		t.Fatalf("release of epoch 99 answered %v, want ErrBadRequest", err)
-	}
-	if len(p.releases) != 1 || p.releases[0] != good || len(p.entry.Releases) != 1 || len(p.entry.Assignments) == 0 {
-		t.Fatalf("entry %+v, want b's release and the plan it allows", p.entry)
-	}
-	if err := s.Apply(p.command()); err != nil {
-		t.Fatalf("the entry is refused: %v", err)
-	}
-}
-
-func mustApplyCoord(t *testing.T, s *fsm.State, c fsm.Command) {
-	t.Helper()
-	if err := s.Apply(c); err != nil {
-		t.Fatalf("%T: %v", c, err)
 	}
 }

@@ -73,7 +73,7 @@ func TestRecoverTheSurvivorOfALostQuorum(t *testing.T) {
 		t.Fatalf("epoch %d after recovery, floor %d, epoch before the loss %d: want epoch > floor > old epoch", first.lease.Epoch, floor, old.lease.Epoch)
 	}
 	term.mu.Lock()
-	until := term.times.holdsAliveUntil()
+	until := term.times.HoldsAliveUntil()
 	term.mu.Unlock()
 	if first.at.Before(until) {
 		t.Fatalf("first lease after recovery asked for at %s, before every earlier lease may have ended (%s)",
@@ -148,7 +148,7 @@ func TestFreshClusterWaitsOutEarlierLeases(t *testing.T) {
 	var floor uint64
 	leader.fsm.View(func(s *fsm.State, _ uint64) { floor = s.EpochFloor })
 	term.mu.Lock()
-	until := term.times.holdsAliveUntil()
+	until := term.times.HoldsAliveUntil()
 	term.mu.Unlock()
 	if first.lease.Epoch <= floor || first.at.Before(until) {
 		t.Fatalf("first lease: epoch %d (floor %d), asked for at %s, every earlier lease ended by %s",

@@ -168,7 +168,7 @@ func (n *Node) report(c *workerConn, r lease.Report) (any, error) {
 	member, limited := false, false
 	n.fsm.View(func(s *fsm.State, _ uint64) {
 		ring := s.Rings[c.member.Ring]
-		member = ring != nil && ring.Members[c.member.key()] != nil
+		member = ring != nil && ring.Members[c.member.Key()] != nil
 		limited = member && ring.Controls != nil && ring.Controls.RatePerS > 0
 	})
 	// A report that changes who has work changes the ring's split: its streams carry the new

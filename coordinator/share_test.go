@@ -118,7 +118,7 @@ func TestWorkViewFromReports(t *testing.T) {
 // shareOf is the share the book gives worker in s's ring testRing at index and now.
 func shareOf(t *testing.T, b *shareBook, s *fsm.State, index uint64, worker string, now time.Time) float64 {
 	t.Helper()
-	share, ok := b.share(s.Ring(testRing), index, mid(worker).key(), now)
+	share, ok := b.share(s.Ring(testRing), index, mid(worker).Key(), now)
 	if !ok {
 		t.Fatalf("no limit")
 	}
@@ -133,7 +133,7 @@ func TestShareBookFollowsTheReports(t *testing.T) {
 	planAll(t, s)
 	reports := newReportStore(period)
 	b := newShareBook(reports)
-	if _, ok := b.share(s.Ring(testRing), 1, mid("a").key(), t0); ok {
+	if _, ok := b.share(s.Ring(testRing), 1, mid("a").Key(), t0); ok {
 		t.Fatalf("a share without a limit")
 	}
 	apply(t, s, &fsm.Limit{Ring: testRing, PerSecond: 60})

@@ -10,6 +10,7 @@ import (
 	"github.com/rsocket/rsocket-go/payload"
 	"github.com/rsocket/rsocket-go/rx/flux"
 
+	"github.com/retryring/retryring/coordinator/leader"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -185,7 +186,7 @@ func (s *leaseStream) run() {
 func (s *leaseStream) step() (ended bool) {
 	s.mu.Lock()
 	sink, demand, left, term := s.sink, s.demand, s.left, s.terminal
-	last := sent{renew: s.renewDue, epoch: s.lastEpoch, controls: s.lastControls}
+	last := leader.Sent{Renew: s.renewDue, Epoch: s.lastEpoch, Controls: s.lastControls}
 	s.mu.Unlock()
 	if sink == nil {
 		return false
@@ -210,118 +211,97 @@ func (s *leaseStream) step() (ended bool) {
 		s.revoked(err)
 		return true
 	}
-	// element runs twice. This first read only asks whether anything is due, without the send
-	// log's lock, so that an idle stream costs no lock and a due one can ask for a verified term
-	// first. The element that is sent is read again inside sendLog.stamp below, under the lock the
-	// leader takes to expire holds: that second read and the record of the send are one step, so
-	// a hold the leader sees committed either has this send in the log or can no longer be sent
-	// (sendlog.go). Sending what the first read built would break that: the state may have moved
-	// between the two reads.
+	// The send decision (leader.Element) runs twice, and must. This first read only asks
+	// whether anything is due, without the send log's lock, so that an idle stream costs no lock
+	// and a due one can ask for a proof of leadership first. The element that is sent is decided
+	// again inside sendLog.stamp below, under the lock the reconcile pass copies the log under:
+	// that second decision and the record of its send are one step, so a hold the pass sees
+	// committed either has this send in its copy or can no longer be sent (sendlog.go). Sending
+	// what the first read built would break that: the state may have moved between the two reads.
 	now := s.n.clock.Now()
+	until := s.term.sendsUntil()
+	var d leader.Send
 	due := false
-	s.n.fsm.View(func(st *fsm.State, index uint64) { _, _, due = s.element(st, index, now, last) })
+	s.n.fsm.View(func(st *fsm.State, index uint64) { d, due = s.element(st, index, now, last, until) })
 	if !due {
 		return false
 	}
-	if !s.term.canSend(now) {
+	if d.Check(now) != nil {
 		s.term.requestVerify() // it wakes every stream once it succeeds
 		return false
 	}
-	var el lease.WireLease
-	var controls string
 	ok := s.term.sends.stamp(now, func() (memberID, uint64, bool) {
 		var ok bool
-		s.n.fsm.View(func(st *fsm.State, index uint64) { el, controls, ok = s.element(st, index, now, last) })
-		return s.member, el.Epoch, ok
+		s.n.fsm.View(func(st *fsm.State, index uint64) { d, ok = s.element(st, index, now, last, until) })
+		return s.member, d.Element.Epoch, ok
 	})
 	if !ok {
 		return false
 	}
+	s.send(sink, d, last)
+	return false
+}
+
+// send writes the decided element d; last is what was sent before it. An element found past its
+// write-by at the write is not written: the demand it would have answered and what was due stay
+// for the next proof, which it asks for. The send log keeps its stamp, which only makes an expiry
+// wait longer.
+func (s *leaseStream) send(sink flux.Sink, d leader.Send, last leader.Sent) {
+	el := d.Element
 	data, err := json.Marshal(el)
 	if err != nil {
 		s.log.Error().Err(err).Msg("encode lease element")
-		return false
+		return
 	}
 	s.mu.Lock()
 	s.demand--
 	s.renewDue = false
-	s.lastEpoch, s.lastControls = el.Epoch, controls
+	s.lastEpoch, s.lastControls = el.Epoch, d.Controls
 	s.mu.Unlock()
-	s.signal("next", func() { sink.Next(payload.New(data, nil)) })
+	var late error
+	s.signal("next", func() { late = writeBefore(s.n.clock, d, func() { sink.Next(payload.New(data, nil)) }) })
+	if late != nil {
+		s.mu.Lock()
+		s.demand = min(s.demand+1, maxDemand)
+		s.renewDue = s.renewDue || last.Renew
+		s.lastEpoch, s.lastControls = last.Epoch, last.Controls
+		s.mu.Unlock()
+		s.log.Warn().Err(late).Msg("lease element not written")
+		s.term.requestVerify()
+		return
+	}
 	s.n.metrics.leasesSent.Add(1)
-	if el.Epoch != last.epoch {
+	if el.Epoch != last.Epoch {
 		s.log.Info().Uint64("epoch", el.Epoch).Int("node_index", el.NodeIndex).Int("node_count", el.NodeCount).
 			Interface("ranges", el.Ranges).Msg("lease sent")
 	}
-	if controls != last.controls {
-		s.log.Info().RawJSON("controls", []byte(controls)).Msg("controls sent")
+	if d.Controls != last.Controls {
+		s.log.Info().RawJSON("controls", []byte(d.Controls)).Msg("controls sent")
 	}
-	return false
 }
 
-// sent is what the stream sent last, and whether a renewal is due.
-type sent struct {
-	renew    bool
-	epoch    uint64
-	controls string
+// writeBefore calls write unless d's write-by has passed by clock, read right before: nothing
+// but this comparison stands between the clock reading and the write (the caller holds the
+// sink's lock), so "written before the proof of leadership ended" is true of the write itself.
+func writeBefore(clock lease.Clock, d leader.Send, write func()) error {
+	if err := d.Check(clock.Now()); err != nil {
+		return err
+	}
+	write()
+	return nil
 }
 
-// element is the element the stream should send now from the committed state st (at index), with its
-// controls as JSON (empty for a client without the feature), and whether one is due: the member
-// is active and assigned, and a renewal is due, its epoch changed, or its controls changed. A
-// client without the feature gets none while the ring is paused whole: it cannot obey the pause,
-// so its lease runs out instead; its tokens stay its own (it is neither down nor expired while
-// its connection lives: decideRing), and the renewal that stays due goes out once the pause ends.
-func (s *leaseStream) element(st *fsm.State, index uint64, now time.Time, last sent) (lease.WireLease, string, bool) {
+// element is leader.Element for this stream on the committed state st (at index), with the
+// member's share of its ring's rate limit from the term's share book (share.go), which moves
+// with the members' reports.
+func (s *leaseStream) element(st *fsm.State, index uint64, now time.Time, last leader.Sent, writeBy time.Time) (leader.Send, bool) {
 	r := st.Ring(s.ring)
-	if r == nil {
-		return lease.WireLease{}, "", false
+	var share leader.Share
+	if r != nil && s.controls {
+		share.PerSecond, share.Limited = s.term.shares.share(r, index, s.member.Key(), now)
 	}
-	m := r.Members[s.member.key()]
-	if m == nil || !m.Active || !m.Assigned() {
-		return lease.WireLease{}, "", false
-	}
-	l := lease.Lease{
-		WorkerID: m.WorkerID, Ring: r.Key, NodeIndex: m.NodeIndex, NodeCount: m.NodeCount,
-		Epoch: m.Epoch, Generation: r.Generation, Ranges: m.Ranges,
-		TTL: s.n.cfg.Timing.TTL, Renewal: s.n.cfg.Timing.Renewal,
-	}
-	var controls string
-	switch {
-	case s.controls:
-		share, limited := s.term.shares.share(r, index, s.member.key(), now)
-		l.Controls = wireControls(r.Controls, share, limited)
-		b, err := json.Marshal(l.Controls)
-		if err != nil {
-			return lease.WireLease{}, "", false
-		}
-		controls = string(b)
-	case r.Controls != nil && r.Controls.Paused:
-		return lease.WireLease{}, "", false
-	}
-	if !last.renew && m.Epoch == last.epoch && controls == last.controls {
-		return lease.WireLease{}, "", false
-	}
-	el := lease.Encode(l, now)
-	if el.Ranges == nil {
-		el.Ranges = []lease.WireRange{}
-	}
-	return el, controls, true
-}
-
-// wireControls are the ring's controls as a member obeys them: the pauses, and its share of the
-// rate limit (shareBook.share) when the ring has one (limited), nil otherwise.
-func wireControls(c *fsm.Controls, share float64, limited bool) *lease.Controls {
-	out := &lease.Controls{PausedImpl: []string{}}
-	if c == nil {
-		return out
-	}
-	out.Paused = c.Paused
-	out.PausedImpl = append(out.PausedImpl, c.PausedImpl...)
-	if limited {
-		out.RatePerS = &share
-	}
-	return out
+	stream := leader.Stream{Member: s.member, Ring: s.ring, Controls: s.controls, TTL: s.n.cfg.Timing.TTL, Renewal: s.n.cfg.Timing.Renewal}
+	return leader.Element(r, stream, share, last, now, writeBy)
 }
 
 // guard runs fn and turns a panic into a log line: reactor-go's sink has panicked with "send on

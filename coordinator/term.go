@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/retryring/retryring/coordinator/leader"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/wallclock"
@@ -19,7 +19,7 @@ import (
 // alone does: the send log, the right to send (renewed by proveLeadership), the lease streams,
 // failure detection, hold expiry and planning. A new term starts from nothing: it knows no send
 // time of any earlier leader, so it treats every hold as possibly alive until
-// termTimes.holdsAliveUntil.
+// leader.Times.HoldsAliveUntil.
 type leaderTerm struct {
 	n *Node
 	// raftTerm is the Raft term this stretch leads in; a later term is a new stretch
@@ -46,51 +46,22 @@ type leaderTerm struct {
 	// version gate is closed), so it may plan, expire and send.
 	caughtUp      bool
 	ready         bool
-	times         termTimes
+	times         leader.Times
 	verifiedUntil time.Time
 	streams       map[*leaseStream]struct{}
 	// releases wait for the next reconcile pass of their ring (submitRelease).
 	releases []*releaseReq
 
-	recent map[string]time.Time // reconcile loop only: commands committed lately, by encoding
-	// reservedSeen is when this term first saw each reserved slot of a minimal-mode ring
-	// (decideHandOns: by ring id, worker id and the generation it was reserved at) and each such
-	// ring settled (decideEvenOut: by ring id, generation and even-out step). Reconcile loop only.
-	reservedSeen map[string]time.Time
+	recent leader.Recent // reconcile loop only: commands committed lately, by encoding
+	// reservedSeen is when this term first saw each reserved slot of a minimal-mode ring and each
+	// such ring settled (leader.Seen). Reconcile loop only.
+	reservedSeen leader.Seen
 	// timingCommitted: this term's CommitTiming is in the state (start goroutine, then the
 	// reconcile loop).
 	timingCommitted bool
 	// settleLocal: a new or recovered state whose floor the version gate kept out settles in
 	// this term anyway (settle.go). Under mu.
 	settleLocal bool
-}
-
-// reproposeAfter spaces out identical proposals. Every command is idempotent, so proposing one
-// again is harmless, but a command the state ignores (an Expire overtaken by a reconnect, say)
-// would otherwise be proposed again on every pass, each pass woken by the previous commit.
-const reproposeAfter = 100 * time.Millisecond
-
-func (t *leaderTerm) proposedRecently(c fsm.Command, now time.Time) time.Duration {
-	b, err := fsm.Encode(c)
-	if err != nil {
-		return 0
-	}
-	at, ok := t.recent[string(b)]
-	if !ok || now.Sub(at) >= reproposeAfter {
-		return 0
-	}
-	return reproposeAfter - now.Sub(at)
-}
-
-func (t *leaderTerm) markProposed(c fsm.Command, now time.Time) {
-	for k, at := range t.recent {
-		if now.Sub(at) >= reproposeAfter {
-			delete(t.recent, k)
-		}
-	}
-	if b, err := fsm.Encode(c); err == nil {
-		t.recent[string(b)] = now
-	}
 }
 
 func newLeaderTerm(n *Node, raftTerm uint64) *leaderTerm {
@@ -101,7 +72,7 @@ func newLeaderTerm(n *Node, raftTerm uint64) *leaderTerm {
 		ctx: ctx, cancel: cancel, sends: newSendLog(),
 		reports: reports, backlog: newBacklogHistory(n.cfg.ReportPeriod), shares: newShareBook(reports),
 		kick: make(chan struct{}, 1), verifyNow: make(chan struct{}, 1),
-		streams: map[*leaseStream]struct{}{}, recent: map[string]time.Time{},
+		streams: map[*leaseStream]struct{}{}, recent: leader.Recent{},
 	}
 }
 
@@ -139,12 +110,12 @@ func (t *leaderTerm) barrier() bool {
 	now := t.n.clock.Now()
 	cfg := t.n.cfg
 	t.mu.Lock()
-	t.times = termTimes{
-		electedAt:      now,
-		leaderLease:    cfg.LeaderLeaseTimeout,
-		holderBound:    cfg.Timing.HolderBound(),
-		inheritedBound: cfg.Timing.HolderBound(),
-		graceEnd:       now.Add(cfg.SilenceTimeout).Add(cfg.ReconnectGrace),
+	t.times = leader.Times{
+		ElectedAt:      now,
+		LeaderLease:    cfg.LeaderLeaseTimeout,
+		HolderBound:    cfg.Timing.HolderBound(),
+		InheritedBound: cfg.Timing.HolderBound(),
+		GraceEnd:       now.Add(cfg.SilenceTimeout).Add(cfg.ReconnectGrace),
 	}
 	t.caughtUp = true
 	t.mu.Unlock()
@@ -193,12 +164,12 @@ func (t *leaderTerm) settleTiming() bool {
 		}
 	})
 	t.mu.Lock()
-	t.times.inheritedBound = max(t.times.holderBound, longest)
+	t.times.InheritedBound = max(t.times.HolderBound, longest)
 	t.ready = true
 	times := t.times
 	t.mu.Unlock()
-	t.log.Info().Time("elected_at", times.electedAt).Dur("holder_bound", times.holderBound).
-		Dur("inherited_holder_bound", times.inheritedBound).Bool("timing_committed", t.timingCommitted).Msg("leader ready")
+	t.log.Info().Time("elected_at", times.ElectedAt).Dur("holder_bound", times.HolderBound).
+		Dur("inherited_holder_bound", times.InheritedBound).Bool("timing_committed", t.timingCommitted).Msg("leader ready")
 	return true
 }
 
@@ -248,15 +219,25 @@ func (t *leaderTerm) isReady() bool {
 // covered by its wait. An acknowledgement alone proves nothing of the kind: Raft's VerifyLeader
 // counts any answer it processes after the check registered, including one to a heartbeat sent
 // before t0 and delivered up to the transport timeout later, from a follower that has voted for
-// a newer leader since (issue 16, hole 3). The check happens just before the write; the Timing
-// margin absorbs the gap.
+// a newer leader since (issue 16, hole 3). A stream checks it before it decides to send, and
+// checks the end of the proof it decided under (sendsUntil, carried as leader.Send.WriteBy)
+// again just before the write.
 func (t *leaderTerm) canSend(now time.Time) bool {
+	return now.Before(t.sendsUntil())
+}
+
+// sendsUntil is the end of the term's proof of leadership: elements may be written before it
+// (canSend). Zero while the term is not ready, or once it has ended.
+func (t *leaderTerm) sendsUntil() time.Time {
 	if t.ctx.Err() != nil {
-		return false
+		return time.Time{}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.ready && now.Before(t.verifiedUntil)
+	if !t.ready {
+		return time.Time{}
+	}
+	return t.verifiedUntil
 }
 
 // extendVerified records that a quorum stored an entry of this term proposed after t0: a proof of
@@ -482,15 +463,18 @@ func (t *leaderTerm) reconcileLoop() {
 	}
 }
 
-// reconcile decides the joins, downs and expiries that are due, takes the releases workers sent
-// since the last pass, plans every ring on the state they produce and commits, per ring, all of
-// it as one entry (fsm.Reconcile), the rings' entries in flight together. While the version gate
-// keeps Reconcile out (a coordinator of FSM version 2 or older in the configuration), it commits
-// them one by one, as version 2 did. Failed proposals are retried on the next pass: every command
-// is idempotent and every decision is recomputed from the committed state.
+// reconcile is one pass of the leader's decisions: it gathers the pass's input (the committed
+// rings, the connections, a copy of the send log, the releases waiting), lets leader.Step decide,
+// and commits what it decided: its entries of their own one after the other, then, per ring,
+// one entry (fsm.Reconcile), the rings' entries in flight together. While the version gate keeps
+// Reconcile out (a coordinator of FSM version 2 or older in the configuration), it commits the
+// releases, joins, downs and expiries one by one and plans every ring after them, as version 2
+// did. Failed proposals are retried on the next pass: every command is idempotent and every
+// decision is recomputed from the committed state. It returns when Step's next pending decision
+// falls due, or a failed or refused proposal should be tried again.
 func (t *leaderTerm) reconcile() (wake time.Time) {
 	t.mu.Lock()
-	ready, times := t.ready, t.times
+	ready, times, local := t.ready, t.times, t.settleLocal
 	t.mu.Unlock()
 	if !ready || t.ctx.Err() != nil {
 		return time.Time{}
@@ -500,88 +484,70 @@ func (t *leaderTerm) reconcile() (wake time.Time) {
 			wake = w
 		}
 	}
-	// A bootstrapped or recovered state assigns nothing before every earlier lease may have
-	// ended (settle.go); the pass that gets there ends the settling first.
-	holdPlans, settled, w := t.settling(t.n.clock.Now(), times)
-	later(w)
-	if settled != nil {
-		t.commitOneByOne([]fsm.Command{settled}, t.n.clock.Now(), later)
+	in, reqs := t.passInput(times, local)
+	out := leader.Step(in)
+	later(out.Wake)
+	t.reservedSeen = out.Seen
+	if out.EndSettleLocal {
+		t.mu.Lock()
+		t.settleLocal = false
+		t.mu.Unlock()
 	}
-	// The rings are read before the connections: a worker that leaves marks its stream first and
-	// commits Leave after, so a pass never sees the member gone while its stream still streams
-	// (it would join it again).
-	rings := t.snapshotRings()
-	now := t.n.clock.Now()
-	conns := t.n.conns.states()
-	for m, cs := range conns {
-		// A streaming member of a ring nobody has joined yet: the ring exists from the Join on.
-		if _, ok := rings[m.Ring]; !ok && cs.streaming {
-			rings[m.Ring] = &fsm.Ring{Key: cs.ring, Members: map[string]*fsm.Member{}, LastEpoch: t.n.epochFloor()}
-		}
-	}
-	if c, w := t.decideTiming(now, times); c != nil {
-		t.commitOneByOne([]fsm.Command{c}, now, later)
+	t.commitOneByOne(out.Commit, in.Now, later)
+	if !in.Gate.Reconcile {
+		t.reconcileOneByOne(reqs, out, in.Now, later)
 	} else {
-		later(w)
-	}
-	if c := t.decideFloor(now); c != nil {
-		t.commitOneByOne([]fsm.Command{c}, now, later)
-	}
-	decisions := map[string]ringDecisions{}
-	t.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
-		for id, r := range rings {
-			d := decideRing(now, times, id, r, conns, lastUpTo)
-			d.holdPlan = holdPlans
-			later(d.wake)
-			decisions[id] = d
+		for _, rf := range out.Refused {
+			reqs[rf.Release].done <- commitErr(rf.Err)
 		}
-	})
-	if handOns := t.decideHandOns(now, rings, later); len(handOns) > 0 {
-		t.commitOneByOne(handOns, now, later)
-	}
-	releases := t.takeReleases()
-	if t.n.versionGate(&fsm.Reconcile{}) != nil {
-		t.reconcileOneByOne(rings, decisions, releases, now, later)
-	} else {
-		fresh := func(c fsm.Command) bool {
-			if wait := t.proposedRecently(c, now); wait > 0 {
-				later(now.Add(wait))
-				return false
-			}
-			return true
-		}
-		var passes []ringPass
-		for id, r := range rings {
-			d := decisions[id]
-			p := buildPass(r, releases[id], d, fresh)
-			delete(releases, id)
-			if !p.entry.Empty() {
-				passes = append(passes, p)
-			}
-		}
-		for _, reqs := range releases {
-			// A ring this leader does not know: the state answers as it would on its own.
-			buildPass(&fsm.Ring{Key: reqs[0].rel.Ring, Members: map[string]*fsm.Member{}}, reqs, ringDecisions{}, nil)
-		}
-		t.commitPasses(passes, now, later)
+		t.commitPasses(out.Passes, reqs, in.Now, later)
 	}
 	t.pruneSends()
 	return wake
 }
 
+// passInput gathers what a pass decides on. The rings are read before the connections: a worker
+// that leaves marks its stream first and commits Leave after, so a pass never sees the member
+// gone while its stream still streams (it would join it again). The send log is copied after
+// the rings were read (sendLog.snapshot says why that expires nothing early). The releases
+// waiting are taken: the pass answers each of them, Input.Releases[i] being reqs[i].
+func (t *leaderTerm) passInput(times leader.Times, local bool) (in leader.Input, reqs []*releaseReq) {
+	in = leader.Input{Times: times, Rings: map[string]*fsm.Ring{}, Seen: t.reservedSeen, Recent: t.recent,
+		Own: t.ownTiming(), TimingCommitted: t.timingCommitted, SettleLocal: local}
+	t.n.fsm.View(func(s *fsm.State, _ uint64) {
+		for id, r := range s.Rings {
+			in.Rings[id] = r.Clone()
+		}
+		if s.Timing != nil {
+			ts := *s.Timing
+			in.State.Timing = &ts
+		}
+		in.State.EpochFloor, in.State.Settling = s.EpochFloor, s.Settling
+	})
+	in.Now = t.n.clock.Now()
+	in.State.FloorAt = fsm.FloorAt(in.Now, &fsm.State{Rings: in.Rings, EpochFloor: in.State.EpochFloor})
+	in.Conns = t.n.conns.states()
+	in.Sends = t.sends.snapshot()
+	reqs = t.takeReleases()
+	for _, r := range reqs {
+		in.Releases = append(in.Releases, r.rel)
+	}
+	// The gate reads the Raft configuration and the state: asked only about what Step may need.
+	in.Gate.Reconcile = t.n.versionGate(&fsm.Reconcile{}) == nil
+	in.Gate.CommitTiming = !in.TimingCommitted && t.n.versionGate(&fsm.CommitTiming{}) == nil
+	in.Gate.EpochFloor = in.State.EpochFloor == 0 && t.n.versionGate(&fsm.EpochFloor{}) == nil
+	return in, reqs
+}
+
 // commitOneByOne commits each command in its own entry, one after the other.
 func (t *leaderTerm) commitOneByOne(cmds []fsm.Command, now time.Time, later func(time.Time)) {
 	for _, c := range cmds {
-		if wait := t.proposedRecently(c, now); wait > 0 {
-			later(now.Add(wait))
-			continue
-		}
 		if err := t.apply(c); err != nil {
 			t.log.Warn().Err(err).Stringer("command", c.Type()).Msg("proposal failed; retrying")
 			later(now.Add(100 * time.Millisecond))
 			continue
 		}
-		t.markProposed(c, now)
+		t.recent.Mark(c, now)
 		switch c.(type) {
 		case *fsm.Expire:
 			t.n.metrics.expiriesSent.Add(1)
@@ -596,33 +562,15 @@ func (t *leaderTerm) commitOneByOne(cmds []fsm.Command, now time.Time, later fun
 // every join, down and expiry in an entry of its own, then a plan per ring on the state they
 // produced. Releases that were waiting for a pass (the gate closed meanwhile) go first, each on
 // its own.
-func (t *leaderTerm) reconcileOneByOne(rings map[string]*fsm.Ring, decisions map[string]ringDecisions,
-	releases map[string][]*releaseReq, now time.Time, later func(time.Time)) {
-	for _, reqs := range releases {
-		for _, r := range reqs {
-			r.done <- t.apply(&r.rel)
-		}
+func (t *leaderTerm) reconcileOneByOne(reqs []*releaseReq, out leader.Output, now time.Time, later func(time.Time)) {
+	for _, r := range reqs {
+		r.done <- t.apply(&r.rel)
 	}
-	var cmds []fsm.Command
-	for _, d := range decisions {
-		for i := range d.joins {
-			cmds = append(cmds, &d.joins[i])
-		}
-		for i := range d.downs {
-			cmds = append(cmds, &d.downs[i])
-		}
-		for i := range d.expires {
-			cmds = append(cmds, &d.expires[i])
-		}
+	t.commitOneByOne(out.Unbatched, now, later)
+	if out.HoldPlan {
+		return
 	}
-	t.commitOneByOne(cmds, now, later)
-	if len(cmds) > 0 || len(releases) > 0 {
-		rings = t.snapshotRings()
-	}
-	for id, r := range rings {
-		if decisions[id].holdPlan {
-			continue
-		}
+	for _, r := range t.snapshotRings() {
 		plan := fsm.Plan(r)
 		if plan == nil {
 			continue
@@ -636,36 +584,10 @@ func (t *leaderTerm) reconcileOneByOne(rings map[string]*fsm.Ring, decisions map
 			t.log.Warn().Err(err).Msg("plan proposal failed; retrying")
 			later(now.Add(100 * time.Millisecond))
 		default:
-			t.n.metrics.countMoved(r.Key, movedTokens(r, plan.Assignments))
+			t.n.metrics.countMoved(r.Key, leader.MovedTokens(r, plan.Assignments))
 			t.log.Info().Str("ring", r.Key.String()).Interface("assignments", plan.Assignments).Msg("committed assignment")
 		}
 	}
-}
-
-// decideTiming is the lease timing to commit on this pass: this leader's own while the version
-// gate kept it out at the start (once every server knows version 2), else a retirement of the
-// longest committed timing once it is due (decideRetire).
-func (t *leaderTerm) decideTiming(now time.Time, times termTimes) (fsm.Command, time.Time) {
-	own := t.ownTiming()
-	if !t.timingCommitted {
-		c := &fsm.CommitTiming{Timing: own}
-		if t.n.versionGate(c) != nil {
-			return nil, time.Time{}
-		}
-		return c, time.Time{}
-	}
-	var ts *fsm.TimingState
-	t.n.fsm.View(func(s *fsm.State, _ uint64) {
-		if s.Timing != nil {
-			tt := *s.Timing
-			ts = &tt
-		}
-	})
-	retire, wake := decideRetire(now, times, ts, own)
-	if retire == nil {
-		return nil, wake // not a typed nil in the interface
-	}
-	return retire, time.Time{}
 }
 
 func (t *leaderTerm) snapshotRings() map[string]*fsm.Ring {
@@ -696,51 +618,4 @@ func (t *leaderTerm) pruneSends() {
 		low, ok := lowest[m]
 		return low, ok
 	})
-}
-
-// decideHandOns runs decideHandOns and decideEvenOut over every ring, keeping when this term
-// first saw each reservation, and each ring settled at a generation and step, and forgetting those
-// that ended. The hand-ons and steps go in entries of their own before the pass: the pass plans on
-// the state read before them, and the entry's commit wakes the next pass, which plans on the new
-// target.
-func (t *leaderTerm) decideHandOns(now time.Time, rings map[string]*fsm.Ring, later func(time.Time)) []fsm.Command {
-	if t.reservedSeen == nil {
-		t.reservedSeen = map[string]time.Time{}
-	}
-	live := map[string]bool{}
-	firstSeen := func(key string) time.Time {
-		live[key] = true
-		at, ok := t.reservedSeen[key]
-		if !ok {
-			at = now
-			t.reservedSeen[key] = at
-		}
-		return at
-	}
-	var out []fsm.Command
-	for id, r := range rings {
-		handOns, wake := decideHandOns(now, r, func(s fsm.Slot) time.Time {
-			return firstSeen(id + "\x00slot\x00" + s.WorkerID + "\x00" + strconv.FormatUint(s.ReservedAt, 10))
-		})
-		later(wake)
-		for i := range handOns {
-			out = append(out, &handOns[i])
-		}
-		if r.Movement == nil {
-			continue
-		}
-		step, wake := decideEvenOut(now, r, func() time.Time {
-			return firstSeen(id + "\x00idle\x00" + strconv.FormatUint(r.Generation, 10) + "\x00" + strconv.FormatUint(r.Movement.EvenOutSteps, 10))
-		})
-		later(wake)
-		if step != nil {
-			out = append(out, step)
-		}
-	}
-	for key := range t.reservedSeen {
-		if !live[key] {
-			delete(t.reservedSeen, key)
-		}
-	}
-	return out
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // TestPlanTranscripts runs testdata/plan/*.txt: the planner's rules as sessions of committed
-// commands and plans on one ring, without time (what time adds is in coordinator/testdata/decide).
+// commands and plans on one ring, without time (what time adds is in coordinator/leader/testdata/decide).
 //
 //	join a | join a/2    a Join of worker a (incarnation 1 unless given)
 //	down a/1 | leave a/1 a Down or a Leave of the member

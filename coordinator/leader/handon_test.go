@@ -1,4 +1,4 @@
-package coordinator
+package leader
 
 import (
 	"testing"
@@ -25,12 +25,12 @@ func TestDecideHandOnsWaitsTheReturnDelay(t *testing.T) {
 		}
 	}
 	r := s.Ring(testRing)
-	got, wake := decideHandOns(t0, r, seenAt(t0))
+	got, wake := DecideHandOns(t0, r, seenAt(t0))
 	if len(got) != 0 || !wake.Equal(t0.Add(minimal.DefaultReturnDelay)) {
 		t.Fatalf("at once: %+v, wake %v; want nothing until %v", got, wake, t0.Add(minimal.DefaultReturnDelay))
 	}
 	at := t0.Add(minimal.DefaultReturnDelay)
-	got, wake = decideHandOns(at, r, seenAt(at))
+	got, wake = DecideHandOns(at, r, seenAt(at))
 	if len(got) != 1 || got[0] != (fsm.HandOn{Ring: testRing, WorkerID: "b", Generation: r.Generation}) || !wake.IsZero() {
 		t.Fatalf("after the delay: %+v, wake %v", got, wake)
 	}
@@ -38,14 +38,14 @@ func TestDecideHandOnsWaitsTheReturnDelay(t *testing.T) {
 	apply(t, s, &fsm.Down{Ring: testRing, WorkerID: "a", Incarnation: "a-1"})
 	r = s.Ring(testRing)
 	delete(firstSeen, "a")
-	got, wake = decideHandOns(at, r, seenAt(at))
+	got, wake = DecideHandOns(at, r, seenAt(at))
 	if len(got) != 0 || !wake.IsZero() {
 		t.Fatalf("with nobody to take it: %+v, wake %v", got, wake)
 	}
 	if _, ok := firstSeen["a"]; !ok {
 		t.Fatalf("a's delay does not run while nobody could take its slot")
 	}
-	if got, _ := decideHandOns(at, twoMembers(t).Ring(testRing), seenAt(at)); len(got) != 0 {
+	if got, _ := DecideHandOns(at, twoMembers(t).Ring(testRing), seenAt(at)); len(got) != 0 {
 		t.Fatalf("a contiguous ring: %+v", got)
 	}
 
@@ -54,10 +54,10 @@ func TestDecideHandOnsWaitsTheReturnDelay(t *testing.T) {
 	apply(t, s, &fsm.SetMovement{Ring: testRing, Mode: fsm.ModeMinimal, ReturnDelayMs: 45_000},
 		&fsm.Down{Ring: testRing, WorkerID: "b", Incarnation: "b-1"})
 	clear(firstSeen)
-	if got, wake := decideHandOns(t0, s.Ring(testRing), seenAt(t0)); len(got) != 0 || !wake.Equal(t0.Add(45*time.Second)) {
+	if got, wake := DecideHandOns(t0, s.Ring(testRing), seenAt(t0)); len(got) != 0 || !wake.Equal(t0.Add(45*time.Second)) {
 		t.Fatalf("a 45 s return delay: %+v, wake %v; want nothing until %v", got, wake, t0.Add(45*time.Second))
 	}
-	if got, _ := decideHandOns(t0.Add(minimal.DefaultReturnDelay), s.Ring(testRing), seenAt(t0)); len(got) != 0 {
+	if got, _ := DecideHandOns(t0.Add(minimal.DefaultReturnDelay), s.Ring(testRing), seenAt(t0)); len(got) != 0 {
 		t.Fatalf("a 45 s return delay handed on after the default's 10 s: %+v", got)
 	}
 }
@@ -102,15 +102,15 @@ func TestDecideEvenOutWaitsForAnIdleRing(t *testing.T) {
 		t.Fatalf("setup: settled %v, even %v", r.Settled(), r.EvenedOut())
 	}
 	seen := func() time.Time { return t0 }
-	if step, wake := decideEvenOut(t0, r, seen); step != nil || !wake.Equal(t0.Add(evenOutIdle)) {
+	if step, wake := DecideEvenOut(t0, r, seen); step != nil || !wake.Equal(t0.Add(evenOutIdle)) {
 		t.Fatalf("at once: %+v, wake %v", step, wake)
 	}
-	step, wake := decideEvenOut(t0.Add(evenOutIdle), r, seen)
+	step, wake := DecideEvenOut(t0.Add(evenOutIdle), r, seen)
 	if step == nil || *step != (fsm.EvenOut{Ring: testRing, Generation: r.Generation, Step: 0}) || !wake.IsZero() {
 		t.Fatalf("idle: %+v, wake %v", step, wake)
 	}
 	apply(t, s, step)
-	if step, _ := decideEvenOut(t0.Add(evenOutIdle), s.Ring(testRing), seen); step != nil {
+	if step, _ := DecideEvenOut(t0.Add(evenOutIdle), s.Ring(testRing), seen); step != nil {
 		t.Fatalf("a step in flight, yet another: %+v", step)
 	}
 	for range 50 {
@@ -119,13 +119,13 @@ func TestDecideEvenOutWaitsForAnIdleRing(t *testing.T) {
 		if r.EvenedOut() {
 			break
 		}
-		step, _ := decideEvenOut(t0.Add(evenOutIdle), r, seen)
+		step, _ := DecideEvenOut(t0.Add(evenOutIdle), r, seen)
 		if step == nil {
 			t.Fatalf("a settled ring that is not even got no step")
 		}
 		apply(t, s, step)
 	}
-	if step, wake := decideEvenOut(t0.Add(evenOutIdle), s.Ring(testRing), seen); step != nil || !wake.IsZero() || !s.Ring(testRing).EvenedOut() {
+	if step, wake := DecideEvenOut(t0.Add(evenOutIdle), s.Ring(testRing), seen); step != nil || !wake.IsZero() || !s.Ring(testRing).EvenedOut() {
 		t.Fatalf("an even ring: %+v, wake %v", step, wake)
 	}
 }

@@ -1,4 +1,4 @@
-package coordinator
+package leader
 
 import (
 	"fmt"
@@ -66,15 +66,15 @@ func TestDecideAFailoverAloneChangesNoAssignment(t *testing.T) {
 		ttl := time.Duration(rapid.IntRange(1000, 15000).Draw(t, "ttl_ms")) * time.Millisecond
 		timing := lease.Timing{TTL: ttl, Renewal: ttl / 5}.WithDefaults()
 		grace := time.Duration(rapid.IntRange(0, 4000).Draw(t, "grace_ms")) * time.Millisecond
-		tt := termTimes{
-			electedAt: t0, leaderLease: DefaultLeaderLeaseTimeout,
-			holderBound: timing.HolderBound(), inheritedBound: timing.HolderBound(),
-			graceEnd: t0.Add(DefaultSilenceTimeout).Add(grace),
+		tt := Times{
+			ElectedAt: t0, LeaderLease: defaultLeaderLease,
+			HolderBound: timing.HolderBound(), InheritedBound: timing.HolderBound(),
+			GraceEnd: t0.Add(defaultSilenceTimeout).Add(grace),
 		}
-		// The rule, stated apart from termTimes.downAfter.
-		notBefore := t0.Add(DefaultLeaderLeaseTimeout).Add(timing.HolderBound())
-		if tt.graceEnd.After(notBefore) {
-			notBefore = tt.graceEnd
+		// The rule, stated apart from Times.downAfter.
+		notBefore := t0.Add(defaultLeaderLease).Add(timing.HolderBound())
+		if tt.GraceEnd.After(notBefore) {
+			notBefore = tt.GraceEnd
 		}
 		horizonMs := int((notBefore.Sub(t0) + 2*time.Second) / time.Millisecond)
 		at := func(label string) time.Time {
@@ -87,7 +87,7 @@ func TestDecideAFailoverAloneChangesNoAssignment(t *testing.T) {
 		for key, m := range s.Ring(testRing).Members {
 			before[key] = *m
 		}
-		ret := map[memberID]returning{}
+		ret := map[Member]returning{}
 		inTime := true // every member comes back before notBefore and stays
 		for i := range k {
 			m := mid(fmt.Sprintf("w%d", i))
@@ -107,50 +107,37 @@ func TestDecideAFailoverAloneChangesNoAssignment(t *testing.T) {
 		}
 		slices.SortFunc(passes, func(a, b time.Time) int { return a.Compare(b) })
 
-		seen := map[memberID]bool{}
-		sends := newSendLog()
+		seen := map[Member]bool{}
+		sends := Sends{}
 		for _, now := range passes {
 			r := s.Ring(testRing).Clone()
-			conns := map[memberID]connState{}
+			conns := map[Member]Conn{}
 			for m, rt := range ret {
 				if rt.live(now) {
-					conns[m] = connState{ring: testRing, live: true, streaming: true}
+					conns[m] = Conn{Ring: testRing, Live: true, Streaming: true}
 					seen[m] = true
 				}
 			}
-			var d ringDecisions
-			sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
-				d = decideRing(now, tt, fsm.RingID(testRing), r, conns, lastUpTo)
-			})
-			downs := map[memberID]bool{}
-			for _, dn := range d.downs {
-				m := memberID{Ring: fsm.RingID(testRing), WorkerID: dn.WorkerID, Incarnation: dn.Incarnation}
+			d := DecideRing(now, tt, fsm.RingID(testRing), r, conns, sends)
+			downs := map[Member]bool{}
+			for _, dn := range d.Downs {
+				m := Member{Ring: fsm.RingID(testRing), WorkerID: dn.WorkerID, Incarnation: dn.Incarnation}
 				downs[m] = true
 				switch {
-				case conns[m].live:
+				case conns[m].Live:
 					t.Fatalf("at %v: %s is connected, yet down", now.Sub(t0), dn.WorkerID)
 				case now.Before(notBefore):
 					t.Fatalf("at %v: %s (seen in this term: %v) is down before %v (grace ends %v, its lease from the old leader may last until %v)",
-						now.Sub(t0), dn.WorkerID, seen[m], notBefore.Sub(t0), tt.graceEnd.Sub(t0), tt.holdsAliveUntil().Sub(t0))
+						now.Sub(t0), dn.WorkerID, seen[m], notBefore.Sub(t0), tt.GraceEnd.Sub(t0), tt.HoldsAliveUntil().Sub(t0))
 				}
 			}
 			for _, mm := range r.SortedMembers() {
-				m := memberID{Ring: fsm.RingID(testRing), WorkerID: mm.WorkerID, Incarnation: mm.Incarnation}
-				if mm.Active && !conns[m].live && !now.Before(notBefore) && !downs[m] {
+				m := Member{Ring: fsm.RingID(testRing), WorkerID: mm.WorkerID, Incarnation: mm.Incarnation}
+				if mm.Active && !conns[m].Live && !now.Before(notBefore) && !downs[m] {
 					t.Fatalf("at %v: %s (seen in this term: %v) is gone and due, yet not down", now.Sub(t0), mm.WorkerID, seen[m])
 				}
 			}
-			var cmds []fsm.Command
-			for i := range d.joins {
-				cmds = append(cmds, &d.joins[i])
-			}
-			for i := range d.downs {
-				cmds = append(cmds, &d.downs[i])
-			}
-			for i := range d.expires {
-				cmds = append(cmds, &d.expires[i])
-			}
-			for _, c := range cmds {
+			for _, c := range d.Commands() {
 				if err := s.Apply(c); err != nil {
 					t.Fatalf("apply %+v: %v", c, err)
 				}
@@ -162,8 +149,8 @@ func TestDecideAFailoverAloneChangesNoAssignment(t *testing.T) {
 			}
 			// The leader renews every live member at this pass.
 			for m := range conns {
-				if mm := s.Ring(testRing).Members[m.key()]; mm != nil && mm.Active && mm.Assigned() {
-					sends.stamp(now, func() (memberID, uint64, bool) { return m, mm.Epoch, true })
+				if mm := s.Ring(testRing).Members[m.Key()]; mm != nil && mm.Active && mm.Assigned() {
+					sends.Record(m, mm.Epoch, now)
 				}
 			}
 		}

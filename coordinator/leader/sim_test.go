@@ -1,4 +1,4 @@
-package coordinator
+package leader
 
 import (
 	"cmp"
@@ -14,8 +14,10 @@ import (
 )
 
 // A simulation of the leader's decisions on a manual clock: the committed state, the send log,
-// decideRing and fsm.Plan, exactly as the leader runs them, driven by generated histories of
+// Step (DecideRing, BuildPass, fsm.Plan), exactly as the leader runs them, driven by generated histories of
 // joins, crashes, reconnects, new incarnations, releases, leaves, time passing and leader changes.
+// The leader's pass is Step; its sends are recorded in Sends as the coordinator's sendLog.stamp
+// records them.
 // Every element a worker receives is usable by it from the demand it answers until that demand
 // plus TTL×(1+ρ) (its clock may run slow), or until it receives the next one or leaves. No two
 // workers may be able to use one token, or Node-0, at the same instant.
@@ -38,12 +40,13 @@ type sim struct {
 	leader string
 	now    time.Time
 	state  *fsm.State
-	tt     termTimes
-	sends  *sendLog
+	tt     Times
+	sends  Sends
+	seen   Seen
 	procs  []*simProc
 	log    []string
 	// releases are the workers' releases waiting for the leader's next pass.
-	releases []*releaseReq
+	releases []fsm.Release
 	// rolling, when set, is a rolling restart: the nodes one of which leads after each leader
 	// change; at each change one more of them may first restart onto rolling.to.
 	rolling *rollingRestart
@@ -65,7 +68,7 @@ func newSim() *sim {
 	return s
 }
 
-// newTerm makes a new leader, running s.timing, take over at electedAt: it commits its timing
+// newTerm makes a new leader, running s.timing, take over at ElectedAt: it commits its timing
 // before it sends anything, then bounds what earlier leaders sent by the longest committed one,
 // as leaderTerm.settleTiming does.
 func (s *sim) newTerm(electedAt time.Time) {
@@ -73,18 +76,19 @@ func (s *sim) newTerm(electedAt time.Time) {
 	if err := s.state.Apply(&fsm.CommitTiming{Timing: own}); err != nil {
 		panic(err)
 	}
-	s.tt = termTimes{
-		electedAt: electedAt, leaderLease: DefaultLeaderLeaseTimeout,
-		holderBound: own.HolderBound(), inheritedBound: max(own.HolderBound(), s.state.Timing.Longest.HolderBound()),
-		graceEnd: electedAt.Add(DefaultSilenceTimeout).Add(DefaultReconnectGrace),
+	s.tt = Times{
+		ElectedAt: electedAt, LeaderLease: defaultLeaderLease,
+		HolderBound: own.HolderBound(), InheritedBound: max(own.HolderBound(), s.state.Timing.Longest.HolderBound()),
+		GraceEnd: electedAt.Add(defaultSilenceTimeout).Add(defaultReconnectGrace),
 	}
-	s.sends = newSendLog()
+	s.sends = Sends{}
+	s.seen = nil
 }
 
 func (s *sim) ownTiming() fsm.LeaseTiming { return fsm.NewLeaseTiming(s.leader, s.timing) }
 
-func (p *simProc) member() memberID {
-	return memberID{Ring: fsm.RingID(testRing), WorkerID: p.id, Incarnation: p.inc}
+func (p *simProc) member() Member {
+	return Member{Ring: fsm.RingID(testRing), WorkerID: p.id, Incarnation: p.inc}
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -118,34 +122,30 @@ func (s *sim) reconcile() {
 	}
 }
 
-// decideAndApply runs one leader pass on st: it returns what it committed, and when a decision that
-// is not due yet becomes due (zero: none is pending).
+// decideAndApply runs one leader pass on st, as leaderTerm.reconcile drives Step: it returns what
+// it committed, and when a decision that is not due yet becomes due (zero: none is pending). The
+// sim's state never gets an epoch floor (the gate keeps it out, as on a cluster upgraded from
+// FSM version 3 that has not finished), so its epochs count from 1.
 func (s *sim) decideAndApply(st *fsm.State) (committed []fsm.Command, wake time.Time) {
-	conns := map[memberID]connState{}
+	conns := map[Member]Conn{}
 	for _, p := range s.procs {
 		if p.connected {
-			conns[p.member()] = connState{ring: testRing, live: true, streaming: true}
+			conns[p.member()] = Conn{Ring: testRing, Live: true, Streaming: true}
 		}
 	}
-	r := st.Ring(testRing)
-	if r == nil {
-		r = &fsm.Ring{Key: testRing, Members: map[string]*fsm.Member{}}
-	} else {
-		r = r.Clone()
+	rings := map[string]*fsm.Ring{}
+	for id, r := range st.Rings {
+		rings[id] = r.Clone()
 	}
-	var cmds []fsm.Command
-	if retire, w := decideRetire(s.now, s.tt, st.Timing, s.ownTiming()); retire != nil {
-		cmds = append(cmds, retire)
-	} else if !w.IsZero() {
-		wake = w
-	}
-	var d ringDecisions
-	s.sends.view(func(lastUpTo func(memberID, uint64) (time.Time, bool)) {
-		d = decideRing(s.now, s.tt, fsm.RingID(testRing), r, conns, lastUpTo)
-		if !d.wake.IsZero() && (wake.IsZero() || d.wake.Before(wake)) {
-			wake = d.wake
-		}
+	releases := s.releases
+	s.releases = nil
+	out := Step(Input{
+		Now: s.now, Times: s.tt, Rings: rings, Conns: conns, Sends: s.sends, Releases: releases, Seen: s.seen,
+		State: StateFacts{Timing: st.Timing, EpochFloor: st.EpochFloor, Settling: st.Settling, FloorAt: fsm.FloorAt(s.now, st)},
+		Own:   s.ownTiming(), TimingCommitted: true,
+		Gate: Gate{Reconcile: true, CommitTiming: true},
 	})
+	s.seen = out.Seen
 	commit := func(c fsm.Command) bool {
 		if err := st.Apply(c); err != nil {
 			return false
@@ -154,22 +154,24 @@ func (s *sim) decideAndApply(st *fsm.State) (committed []fsm.Command, wake time.
 		s.logf("commit %s %+v", c.Type(), c)
 		return true
 	}
-	for _, c := range cmds {
+	for _, c := range out.Commit {
 		commit(c)
 	}
-	// The ring's releases, joins, downs, expiries and plan, in one entry, as the leader's pass
-	// builds it (buildPass); a refused entry's releases wait for the next pass.
-	reqs := s.releases
-	s.releases = nil
-	if p := buildPass(r, reqs, d, nil); !p.entry.Empty() && !commit(p.command()) {
-		s.releases = append(s.releases, p.releases...)
+	// The ring's releases, joins, downs, expiries and plan, in one entry (BuildPass); a refused
+	// entry's releases wait for the next pass.
+	for _, p := range out.Passes {
+		if !commit(p.Command()) {
+			for _, i := range p.Releases {
+				s.releases = append(s.releases, releases[i])
+			}
+		}
 	}
-	return committed, wake
+	return committed, out.Wake
 }
 
 // queueRelease hands a worker's release to the leader's next pass, as submitRelease does.
 func (s *sim) queueRelease(rel fsm.Release) {
-	s.releases = append(s.releases, &releaseReq{rel: rel, done: make(chan error, 1)})
+	s.releases = append(s.releases, rel)
 }
 
 // deliver answers outstanding demand. A worker asks for the next element at some later event
@@ -183,22 +185,20 @@ func (s *sim) deliverFrom(st *fsm.State, renew bool) {
 		if !p.connected || !p.demanding {
 			continue
 		}
-		var l lease.Lease
-		ok := s.sends.stamp(s.now, func() (memberID, uint64, bool) {
-			r := st.Ring(testRing)
-			if r == nil {
-				return memberID{}, 0, false
-			}
-			m := r.Members[p.member().key()]
-			if m == nil || !m.Active || !m.Assigned() || (!renew && m.Epoch == p.lastEpoch) {
-				return memberID{}, 0, false
-			}
-			l = lease.Lease{WorkerID: p.id, Ring: testRing, NodeIndex: m.NodeIndex, NodeCount: m.NodeCount,
-				Epoch: m.Epoch, Generation: r.Generation, Ranges: m.Ranges, TTL: s.timing.TTL, ValidFrom: p.demandAt}
-			return p.member(), m.Epoch, true
-		})
+		// The send decision the coordinator's streams make (Element), with the record of the
+		// send. The sim's leader always holds a proof of leadership where it sends.
+		stream := Stream{Member: p.member(), Ring: testRing, TTL: s.timing.TTL, Renewal: s.timing.Renewal}
+		d, ok := Element(st.Ring(testRing), stream, Share{}, Sent{Renew: renew, Epoch: p.lastEpoch}, s.now, s.now.Add(time.Nanosecond))
 		if !ok {
 			continue
+		}
+		if err := d.Check(s.now); err != nil {
+			panic(err)
+		}
+		s.sends.Record(p.member(), d.Element.Epoch, s.now)
+		l, err := d.Element.Decode(p.demandAt)
+		if err != nil {
+			panic(err)
 		}
 		if n := len(p.got); n > 0 && l.Epoch < p.got[n-1].Epoch {
 			continue // the guard never goes back to an older epoch
@@ -271,7 +271,7 @@ func (s *sim) step(t *rapid.T) {
 		// which is after the new leader's election at worst by LLT.
 		// Two renewals after the election, the second answering the demand the first prompted.
 		elected := s.now
-		llt := int(DefaultLeaderLeaseTimeout/time.Millisecond) - 1
+		llt := int(defaultLeaderLease/time.Millisecond) - 1
 		x1 := rapid.IntRange(0, llt).Draw(t, "old_send_1_ms")
 		x2 := rapid.IntRange(x1, llt).Draw(t, "old_send_2_ms")
 		// The old leader's last proposals may reach the new leader's log without the old leader
@@ -404,14 +404,14 @@ func runSim(t *rapid.T, s *sim) {
 	// of now and the moments a new term may first expire or down anything; what an earlier
 	// leader sent under a longer timing ends by holdsAliveUntil.
 	from := s.now
-	for _, t := range []time.Time{s.tt.electedAt.Add(s.tt.leaderLease), s.tt.downAfter()} {
+	for _, t := range []time.Time{s.tt.ElectedAt.Add(s.tt.LeaderLease), s.tt.DownAfter()} {
 		if t.After(from) {
 			from = t
 		}
 	}
-	bound := from.Add(s.tt.holderBound)
-	if s.tt.holdsAliveUntil().After(bound) {
-		bound = s.tt.holdsAliveUntil()
+	bound := from.Add(s.tt.HolderBound)
+	if s.tt.HoldsAliveUntil().After(bound) {
+		bound = s.tt.HoldsAliveUntil()
 	}
 	bound = bound.Add(3 * s.timing.Renewal)
 	var settledAt time.Time

@@ -1,4 +1,4 @@
-package coordinator
+package leader
 
 import (
 	"fmt"
@@ -131,10 +131,10 @@ func (s *sim) transcriptCommand(c transcript.Command) (string, error) {
 		}
 		if !timed {
 			return fmt.Sprintf("new leader elected at %s: it expires nothing before %s, and downs a member that has not subscribed to it at %s",
-				since(s.now), since(s.tt.holdsAliveUntil()), since(s.tt.downAfter())), nil
+				since(s.now), since(s.tt.HoldsAliveUntil()), since(s.tt.DownAfter())), nil
 		}
 		return fmt.Sprintf("%s elected at %s, running TTL %v (holder bound %v); it commits that timing, then bounds earlier leases by the longest committed (holder bound %v): it expires nothing before %s, and downs a member that has not subscribed to it at %s",
-			s.leader, since(s.now), s.timing.TTL, s.tt.holderBound, s.tt.inheritedBound, since(s.tt.holdsAliveUntil()), since(s.tt.downAfter())), nil
+			s.leader, since(s.now), s.timing.TTL, s.tt.HolderBound, s.tt.InheritedBound, since(s.tt.HoldsAliveUntil()), since(s.tt.DownAfter())), nil
 	case "timing":
 		ts := s.state.Timing
 		return fmt.Sprintf("in force: %s\nlongest: %s", transcript.FormatTiming(ts.InForce), transcript.FormatTiming(ts.Longest)), nil
@@ -216,7 +216,7 @@ func (s *sim) decide() string {
 func (s *sim) advance(d time.Duration) string {
 	end := s.now.Add(d)
 	period := s.timing.Renewal
-	next := s.tt.electedAt.Add((s.now.Sub(s.tt.electedAt)/period + 1) * period)
+	next := s.tt.ElectedAt.Add((s.now.Sub(s.tt.ElectedAt)/period + 1) * period)
 	var out []string
 	var first, last time.Time
 	var sent string
