@@ -3,7 +3,6 @@ package coordinator
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,17 +34,6 @@ const (
 	ActionLimit  = "limit"
 )
 
-// CodeUpgradeIncomplete is the admin API's error code for ErrUpgradeIncomplete (HTTP 409).
-const CodeUpgradeIncomplete = "upgrade_incomplete"
-
-// CodePeerConflict is the admin API's error code for ErrPeerConflict (HTTP 409).
-const CodePeerConflict = "peer_conflict"
-
-// HeaderForwardedBy marks an admin call a follower forwarded to the leader, with the follower's
-// node id: a node that gets one and does not lead answers no_leader instead of forwarding it again
-// (two nodes with stale views of the leader must not pass a call back and forth).
-const HeaderForwardedBy = "Retryring-Forwarded-By"
-
 // leaderWait bounds how long a follower waits for a leader whose admin address it knows before it
 // answers a call it would forward no_leader: an election after the leader's removal or loss fits
 // in it, and with forwardTimeout it stays within ctl's 15 s for a mutation.
@@ -53,9 +41,6 @@ const leaderWait = 5 * time.Second
 
 // forwardTimeout bounds a follower's call to the leader, commit included.
 const forwardTimeout = 5 * time.Second
-
-// maxAdminBody bounds the body of an admin call.
-const maxAdminBody = 64 << 10
 
 // serveRingAction serves PathRings: it finds the ring and the action, and builds the command from
 // the body; mutation does the rest.
@@ -120,19 +105,19 @@ func ringCommand(ring lease.RingKey, action string, body []byte, atMs int64) (fs
 	switch action {
 	case ActionPause:
 		var req admin.PauseRequest
-		if err := decodeStrict(body, &req); err != nil {
+		if err := admin.DecodeStrict(body, &req); err != nil {
 			return nil, err
 		}
 		c = &fsm.Pause{Ring: ring, Impl: req.Impl, Reason: req.Reason, AtMs: atMs}
 	case ActionResume:
 		var req admin.ResumeRequest
-		if err := decodeStrict(body, &req); err != nil {
+		if err := admin.DecodeStrict(body, &req); err != nil {
 			return nil, err
 		}
 		c = &fsm.Resume{Ring: ring, Impl: req.Impl, AtMs: atMs}
 	case ActionLimit:
 		var req admin.LimitRequest
-		if err := decodeStrict(body, &req); err != nil {
+		if err := admin.DecodeStrict(body, &req); err != nil {
 			return nil, err
 		}
 		switch {
@@ -152,40 +137,6 @@ func ringCommand(ring lease.RingKey, action string, body []byte, atMs int64) (fs
 	return c, nil
 }
 
-// decodeStrict reads a JSON object into v, refusing unknown fields and anything after it; an
-// empty body is {}.
-func decodeStrict(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: body: %w", lease.ErrBadRequest, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: body: data after the JSON object", lease.ErrBadRequest)
-	}
-	return nil
-}
-
-// readAdminBody reads the body of an admin call, at most maxAdminBody bytes; it answers 400 itself
-// and reports false when the body is unreadable or larger. The caller was admitted at the HTTP
-// edge already (authorizeHTTP checks the bearer token of every mutating call, before a follower
-// forwards it with the header and the leader checks it again).
-func readAdminBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
-	switch {
-	case err != nil:
-		writeAdminError(w, fmt.Errorf("%w: read the body: %w", lease.ErrBadRequest, err))
-		return nil, false
-	case len(body) > maxAdminBody:
-		writeAdminError(w, fmt.Errorf("%w: the body is larger than %d bytes", lease.ErrBadRequest, maxAdminBody))
-		return nil, false
-	}
-	return body, true
-}
-
 // mutation is the one way an admin call changes the replicated state. It reads the body, builds the command (bad input is answered 400 by any node, leader or not, and
 // nothing is committed), then either forwards the call to the leader (a follower) or, on the
 // leader, checks the command against a copy of the state, commits it and answers what answer
@@ -193,13 +144,13 @@ func readAdminBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 // command (the version gate): 409.
 func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body []byte, atMs int64) (fsm.Command, error),
 	answer func(s *fsm.State, leaderID string) any) {
-	body, ok := readAdminBody(w, r)
+	body, ok := admin.ReadBody(w, r)
 	if !ok {
 		return
 	}
 	cmd, err := build(body, n.clock.Now().UnixMilli())
 	if err != nil {
-		writeAdminError(w, err)
+		admin.WriteError(w, err)
 		return
 	}
 	t := n.currentTerm()
@@ -210,7 +161,7 @@ func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body 
 	var trial error
 	n.fsm.View(func(s *fsm.State, _ uint64) { trial = s.Clone().Apply(cmd) })
 	if trial != nil {
-		writeAdminError(w, commitErr(trial))
+		admin.WriteError(w, commitErr(trial))
 		return
 	}
 	if err := t.apply(cmd); err != nil {
@@ -220,7 +171,7 @@ func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body 
 			err = fmt.Errorf("%w: %s lost the lead while committing; the change may or may not be committed (every call is idempotent): retry",
 				lease.ErrNoLeader, n.cfg.NodeID)
 		}
-		writeAdminError(w, err)
+		admin.WriteError(w, err)
 		return
 	}
 	n.log.Info().Stringer("command", cmd.Type()).Interface("args", cmd).Str("remote", r.RemoteAddr).Msg("admin change committed")
@@ -278,8 +229,8 @@ func (n *Node) awaitLeaderToForward(ctx context.Context, wait time.Duration) (le
 // follower makes the call itself, with the caller's Authorization header, rather than redirecting
 // (an HTTP client drops that header when a redirect changes the host).
 func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
-	if by := r.Header.Get(HeaderForwardedBy); by != "" {
-		writeAdminError(w, fmt.Errorf("%w: %s forwarded this call to %s, which does not lead (an election may be under way); retry",
+	if by := r.Header.Get(admin.HeaderForwardedBy); by != "" {
+		admin.WriteError(w, fmt.Errorf("%w: %s forwarded this call to %s, which does not lead (an election may be under way); retry",
 			lease.ErrNoLeader, by, n.cfg.NodeID))
 		return
 	}
@@ -287,19 +238,19 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 	for {
 		leaderID, addr, err := n.awaitLeaderToForward(r.Context(), time.Until(deadline))
 		if err != nil {
-			writeAdminError(w, err)
+			admin.WriteError(w, err)
 			return
 		}
 		a, err := n.forwardOnce(r, body, leaderID, addr)
 		if err != nil {
-			writeAdminError(w, err)
+			admin.WriteError(w, err)
 			return
 		}
 		// The node taken for the leader answered that it does not lead: it lost the lead (or was
 		// removed) after this node last heard of it. Ask Raft again, within the same wait; every
 		// admin call is idempotent, so one whose commit the old leader may have made is safe to
 		// make again.
-		if a.noLeader() && time.Now().Before(deadline) && r.Context().Err() == nil {
+		if a.NoLeader() && time.Now().Before(deadline) && r.Context().Err() == nil {
 			select {
 			case <-r.Context().Done():
 			case <-n.stop:
@@ -307,41 +258,27 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 			}
 			continue
 		}
-		w.Header().Set("Content-Type", a.contentType)
-		w.WriteHeader(a.status)
-		_, _ = w.Write(a.body)
+		w.Header().Set("Content-Type", a.ContentType)
+		w.WriteHeader(a.Status)
+		_, _ = w.Write(a.Body)
 		return
 	}
 }
 
-// forwarded is a leader's answer to a forwarded admin call.
-type forwarded struct {
-	status      int
-	contentType string
-	body        []byte
-}
-
-func (a forwarded) noLeader() bool {
-	var e struct {
-		Error string `json:"error"`
-	}
-	return a.status == http.StatusServiceUnavailable && json.Unmarshal(a.body, &e) == nil && e.Error == lease.CodeNoLeader
-}
-
 // forwardOnce makes the call r (with body) to the leader leaderID at addr.
-func (n *Node) forwardOnce(r *http.Request, body []byte, leaderID, addr string) (forwarded, error) {
+func (n *Node) forwardOnce(r *http.Request, body []byte, leaderID, addr string) (admin.Forwarded, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.peerURL(addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
-		return forwarded{}, fmt.Errorf("%w: %w", lease.ErrInternal, err)
+		return admin.Forwarded{}, fmt.Errorf("%w: %w", lease.ErrInternal, err)
 	}
 	for _, h := range []string{"Content-Type", "Authorization"} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}
 	}
-	req.Header.Set(HeaderForwardedBy, n.cfg.NodeID)
+	req.Header.Set(admin.HeaderForwardedBy, n.cfg.NodeID)
 	// This node checked the call at its own edge; a forwarded /v1/internal/ call (a join asked of a
 	// follower) reaches the leader as this coordinator's.
 	n.signInternal(req)
@@ -350,37 +287,15 @@ func (n *Node) forwardOnce(r *http.Request, body []byte, leaderID, addr string) 
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		return forwarded{}, fmt.Errorf("%w: leader %s: %w", lease.ErrUnavailable, leaderID, mismatch)
+		return admin.Forwarded{}, fmt.Errorf("%w: leader %s: %w", lease.ErrUnavailable, leaderID, mismatch)
 	}
 	if err != nil {
-		return forwarded{}, fmt.Errorf("%w: leader %s at %s did not answer: %w", lease.ErrUnavailable, leaderID, addr, err)
+		return admin.Forwarded{}, fmt.Errorf("%w: leader %s at %s did not answer: %w", lease.ErrUnavailable, leaderID, addr, err)
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return forwarded{}, fmt.Errorf("%w: leader %s's answer: %w", lease.ErrUnavailable, leaderID, err)
+		return admin.Forwarded{}, fmt.Errorf("%w: leader %s's answer: %w", lease.ErrUnavailable, leaderID, err)
 	}
-	return forwarded{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: answer}, nil
-}
-
-// writeAdminError answers an admin call with the error's code and message: 400 bad_request, 409
-// upgrade_incomplete, 404 unknown_worker, 503 no_leader or unavailable, 500 internal. The message leaves out the
-// code it starts with.
-func writeAdminError(w http.ResponseWriter, err error) {
-	status, code := http.StatusInternalServerError, lease.ToWire(err).Code
-	switch {
-	case errors.Is(err, ErrUpgradeIncomplete):
-		status, code = http.StatusConflict, CodeUpgradeIncomplete
-	case errors.Is(err, ErrPeerConflict):
-		status, code = http.StatusConflict, CodePeerConflict
-	case errors.Is(err, lease.ErrBadRequest):
-		status = http.StatusBadRequest
-	case errors.Is(err, lease.ErrUnknownWorker):
-		status = http.StatusNotFound
-	case errors.Is(err, lease.ErrNoLeader):
-		status = http.StatusServiceUnavailable
-	case errors.Is(err, lease.ErrUnavailable):
-		status = http.StatusServiceUnavailable
-	}
-	admin.WriteJSON(w, status, lease.WireError{Code: code, Message: strings.TrimPrefix(err.Error(), code+": ")})
+	return admin.Forwarded{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: answer}, nil
 }

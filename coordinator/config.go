@@ -75,7 +75,7 @@ type Config struct {
 	Join []string
 	// Replace (--replace), with Join: this node takes the place of the voter of its node id, at
 	// whatever address it is, and even when this node starts from an empty data directory. The
-	// leader refuses such a join otherwise (ErrPeerConflict): only the operator knows that the
+	// leader refuses such a join otherwise (admin.ErrPeerConflict): only the operator knows that the
 	// old node is gone for good.
 	Replace bool
 	// Recover rewrites the stored Raft configuration before starting, after a lost quorum: to

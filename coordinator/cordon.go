@@ -43,7 +43,7 @@ func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 	if t := n.currentTerm(); t == nil || !t.isReady() {
 		// A follower sends the call on as it came: the leader looks the ring up in its own state,
 		// which may know a worker that joined a moment ago and that this node has not applied yet.
-		body, ok := readAdminBody(w, r)
+		body, ok := admin.ReadBody(w, r)
 		if !ok {
 			return
 		}
@@ -53,7 +53,7 @@ func (n *Node) serveWorkerAction(w http.ResponseWriter, r *http.Request) {
 	var ring lease.RingKey
 	n.mutation(w, r, func(body []byte, _ int64) (fsm.Command, error) {
 		var req admin.CordonRequest
-		if err := decodeStrict(body, &req); err != nil {
+		if err := admin.DecodeStrict(body, &req); err != nil {
 			return nil, err
 		}
 		if req.Ring != nil {

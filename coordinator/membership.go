@@ -70,17 +70,17 @@ func (n *Node) serveRemovePeer(w http.ResponseWriter, r *http.Request) {
 // any node), forward to the leader from a follower, and on the leader make the change and
 // answer the configuration.
 func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool, change func(admin.PeerRequest) error) {
-	body, ok := readAdminBody(w, r)
+	body, ok := admin.ReadBody(w, r)
 	if !ok {
 		return
 	}
 	var req admin.PeerRequest
-	if err := decodeStrict(body, &req); err != nil {
-		writeAdminError(w, err)
+	if err := admin.DecodeStrict(body, &req); err != nil {
+		admin.WriteError(w, err)
 		return
 	}
 	if err := validatePeer(req, needAddr); err != nil {
-		writeAdminError(w, err)
+		admin.WriteError(w, err)
 		return
 	}
 	if t := n.currentTerm(); t == nil || !t.isReady() {
@@ -88,7 +88,7 @@ func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool,
 		return
 	}
 	if err := change(req); err != nil {
-		writeAdminError(w, err)
+		admin.WriteError(w, err)
 		return
 	}
 	if !req.DryRun {
@@ -97,7 +97,7 @@ func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool,
 	}
 	servers, err := n.configuration()
 	if err != nil {
-		writeAdminError(w, err)
+		admin.WriteError(w, err)
 		return
 	}
 	admin.WriteJSON(w, http.StatusOK, admin.PeerChangeAnswer{LeaderID: n.cfg.NodeID, Servers: servers})
@@ -121,7 +121,7 @@ func (n *Node) configuration() ([]admin.RaftServerView, error) {
 // AddVoter would re-address a voter of the same id, evicting a healthy node for an impostor):
 // a voter of that id at another address, or a registered voter of that id that asks to join again
 // from an empty data directory (it may vote a second time in a term it voted in), is refused with
-// ErrPeerConflict unless the request says Replace.
+// admin.ErrPeerConflict unless the request says Replace.
 func (n *Node) addVoter(p admin.PeerRequest) error {
 	servers, err := n.configuration()
 	if err != nil {
@@ -139,7 +139,7 @@ func (n *Node) addVoter(p admin.PeerRequest) error {
 	if p.Replace {
 		if p.ID == n.cfg.NodeID {
 			return fmt.Errorf("%w: node id %s is the leader answering this call, so it is running: stop it (or ctl step-down and stop it) before replacing it",
-				ErrPeerConflict, p.ID)
+				admin.ErrPeerConflict, p.ID)
 		}
 		if p.DryRun {
 			return nil
@@ -151,11 +151,11 @@ func (n *Node) addVoter(p admin.PeerRequest) error {
 	case have.RaftAddr != p.RaftAddr:
 		return fmt.Errorf("%w: node id %s is a voter already, at %s; adding it at %s would evict that voter, so the cluster keeps it: "+
 			"if the node at %s is gone for good, run `ctl remove-peer %s` first, or give --replace (docs/operations.md)",
-			ErrPeerConflict, p.ID, have.RaftAddr, p.RaftAddr, have.RaftAddr, p.ID)
+			admin.ErrPeerConflict, p.ID, have.RaftAddr, p.RaftAddr, have.RaftAddr, p.ID)
 	case p.EmptyLog && registered(n, p.ID):
 		return fmt.Errorf("%w: node id %s is a voter at %s already, and asks to join from an empty data dir: a voter that lost its log could vote twice in one term; "+
 			"if its data is lost for good, run `ctl remove-peer %s` first, or give --replace (docs/operations.md)",
-			ErrPeerConflict, p.ID, p.RaftAddr, p.ID)
+			admin.ErrPeerConflict, p.ID, p.RaftAddr, p.ID)
 	default:
 		return nil
 	}
@@ -317,7 +317,7 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte, dryRun b
 	if resp.StatusCode != http.StatusOK {
 		var we lease.WireError
 		_ = json.Unmarshal(answer, &we)
-		if resp.StatusCode == http.StatusConflict && we.Code == CodePeerConflict {
+		if resp.StatusCode == http.StatusConflict && we.Code == admin.CodePeerConflict {
 			return fmt.Errorf("%w by %s: %s", ErrJoinRefused, addr, we.Message)
 		}
 		if resp.StatusCode == http.StatusBadRequest && strings.Contains(we.Message, "unknown field") {

@@ -390,7 +390,7 @@ func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			writeAdminError(w, fmt.Errorf("%w: body: %w", lease.ErrBadRequest, err))
+			admin.WriteError(w, fmt.Errorf("%w: body: %w", lease.ErrBadRequest, err))
 			return
 		}
 		mu.Lock()

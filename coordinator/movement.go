@@ -32,7 +32,7 @@ func movementView(r *fsm.Ring) admin.MovementView {
 // movementCommand is the SetMovement of a movement call's body; bad input is lease.ErrBadRequest.
 func movementCommand(ring lease.RingKey, body []byte, atMs int64) (*fsm.SetMovement, error) {
 	var req admin.MovementRequest
-	if err := decodeStrict(body, &req); err != nil {
+	if err := admin.DecodeStrict(body, &req); err != nil {
 		return nil, err
 	}
 	c := &fsm.SetMovement{Ring: ring, Mode: req.Mode, AtMs: atMs}

@@ -169,7 +169,7 @@ func TestMovementWaitsForTheUpgrade(t *testing.T) {
 	})
 	for _, n := range c.nodes {
 		status, body := post(t, n.HTTPAddr(), ringPath(testRing, ActionMovement), `{"mode":"minimal"}`, nil)
-		if status != http.StatusConflict || !strings.Contains(body, CodeUpgradeIncomplete) ||
+		if status != http.StatusConflict || !strings.Contains(body, admin.CodeUpgradeIncomplete) ||
 			!strings.Contains(body, "set_movement needs FSM version 6 on every coordinator, and c3 ") || !strings.Contains(body, " version 5: finish the rolling upgrade first") {
 			t.Fatalf("minimal mode through %s with c3 at version 5: %d %s", n.cfg.NodeID, status, body)
 		}

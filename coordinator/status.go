@@ -92,14 +92,14 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
 	ans := admin.PeersAnswer{CoordinatorID: n.cfg.NodeID, Peers: []admin.PeerStatus{}}
 	if n.raft == nil {
-		writeAdminError(w, fmt.Errorf("%w: raft not started", lease.ErrUnavailable))
+		admin.WriteError(w, fmt.Errorf("%w: raft not started", lease.ErrUnavailable))
 		return
 	}
 	_, lid := n.raft.LeaderWithID()
 	ans.LeaderID = string(lid)
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		writeAdminError(w, fmt.Errorf("%w: read the raft configuration: %w", lease.ErrUnavailable, err))
+		admin.WriteError(w, fmt.Errorf("%w: read the raft configuration: %w", lease.ErrUnavailable, err))
 		return
 	}
 	servers := f.Configuration().Servers
@@ -204,13 +204,13 @@ func (n *Node) peerStatus(ctx context.Context, addr string) (admin.NodeStatus, e
 // took over. Its leader term ends like on any lost election: workers follow the new leader, whose
 // renewals keep every lease (invariant 4).
 func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
-	body, ok := readAdminBody(w, r)
+	body, ok := admin.ReadBody(w, r)
 	if !ok {
 		return
 	}
 	var req admin.StepDownRequest
-	if err := decodeStrict(body, &req); err != nil {
-		writeAdminError(w, err)
+	if err := admin.DecodeStrict(body, &req); err != nil {
+		admin.WriteError(w, err)
 		return
 	}
 	if n.raft == nil || n.raft.State() != raft.Leader {
@@ -225,16 +225,16 @@ func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
 		addr, ok := n.voterAddr(req.To)
 		switch {
 		case req.To == n.cfg.NodeID:
-			writeAdminError(w, fmt.Errorf("%w: %s already leads; name another voter, or none", lease.ErrBadRequest, req.To))
+			admin.WriteError(w, fmt.Errorf("%w: %s already leads; name another voter, or none", lease.ErrBadRequest, req.To))
 			return
 		case !ok:
-			writeAdminError(w, fmt.Errorf("%w: %q is not a voter of the raft configuration", lease.ErrBadRequest, req.To))
+			admin.WriteError(w, fmt.Errorf("%w: %q is not a voter of the raft configuration", lease.ErrBadRequest, req.To))
 			return
 		}
 		future = n.raft.LeadershipTransferToServer(raft.ServerID(req.To), addr)
 	}
 	if err := n.awaitFuture(future); err != nil {
-		writeAdminError(w, fmt.Errorf("%w: leadership transfer from %s failed: %w", lease.ErrUnavailable, n.cfg.NodeID, err))
+		admin.WriteError(w, fmt.Errorf("%w: leadership transfer from %s failed: %w", lease.ErrUnavailable, n.cfg.NodeID, err))
 		return
 	}
 	ans := admin.StepDownAnswer{PreviousLeader: n.cfg.NodeID}
@@ -251,7 +251,7 @@ func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(5 * time.Millisecond):
 		case <-n.stop:
-			writeAdminError(w, fmt.Errorf("%w: %s is shutting down", lease.ErrUnavailable, n.cfg.NodeID))
+			admin.WriteError(w, fmt.Errorf("%w: %s is shutting down", lease.ErrUnavailable, n.cfg.NodeID))
 			return
 		}
 	}
