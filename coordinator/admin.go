@@ -7,31 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
-)
-
-// PathRings is the prefix of the per-ring admin calls, each a POST of a JSON body:
-//
-//	POST /v1/rings/{region}/{cluster}/{service}/pause   PauseRequest
-//	POST /v1/rings/{region}/{cluster}/{service}/resume  ResumeRequest
-//	POST /v1/rings/{region}/{cluster}/{service}/limit   LimitRequest
-//	POST /v1/rings/{region}/{cluster}/{service}/movement   MovementRequest (movement.go)
-//
-// Each answers ControlsAnswer, the controls as committed (movement: MovementAnswer). The names are path segments, escaped
-// as URLs escape them (a "/" in a name is %2F).
-const PathRings = "/v1/rings/"
-
-// Actions on a ring.
-const (
-	ActionPause  = "pause"
-	ActionResume = "resume"
-	ActionLimit  = "limit"
 )
 
 // leaderWait bounds how long a follower waits for a leader whose admin address it knows before it
@@ -42,127 +22,23 @@ const leaderWait = 5 * time.Second
 // forwardTimeout bounds a follower's call to the leader, commit included.
 const forwardTimeout = 5 * time.Second
 
-// serveRingAction serves PathRings: it finds the ring and the action, and builds the command from
-// the body; mutation does the rest.
-func (n *Node) serveRingAction(w http.ResponseWriter, r *http.Request) {
-	ring, action, err := parseRingPath(r.URL.EscapedPath())
+// commitChange is the leader's side of a call that changes a ring or a worker (admin.Changer's
+// Commit): it builds the command (bad input is lease.ErrBadRequest on any node, and nothing is
+// committed), and on the leader checks it against a copy of the state, commits it and reads
+// back what the answer needs; on a follower it is admin.ErrNotLeading, and admin forwards.
+func (n *Node) commitChange(c admin.Change) (admin.Committed, error) {
+	cmd, ring, err := changeCommand(c, n.clock.Now().UnixMilli(), n.ringOfWorker)
 	if err != nil {
-		admin.WriteJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		admin.WriteJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
-		return
-	}
-	if action == ActionMovement {
-		n.mutation(w, r, func(body []byte, atMs int64) (fsm.Command, error) {
-			return movementCommand(ring, body, atMs)
-		}, func(s *fsm.State, leaderID string) any {
-			return admin.MovementAnswer{Ring: ring, Movement: movementView(s.Ring(ring)), LeaderID: leaderID}
-		})
-		return
-	}
-	n.mutation(w, r, func(body []byte, atMs int64) (fsm.Command, error) {
-		return ringCommand(ring, action, body, atMs)
-	}, func(s *fsm.State, leaderID string) any {
-		var c *fsm.Controls
-		if rs := s.Ring(ring); rs != nil {
-			c = rs.Controls
-		}
-		return admin.ControlsAnswer{Ring: ring, Controls: controlsView(c), LeaderID: leaderID}
-	})
-}
-
-// parseRingPath reads /v1/rings/{region}/{cluster}/{service}/{action}.
-func parseRingPath(escaped string) (lease.RingKey, string, error) {
-	usage := fmt.Errorf("want POST %s{region}/{cluster}/{service}/%s|%s|%s|%s", PathRings, ActionPause, ActionResume, ActionLimit, ActionMovement)
-	parts := strings.Split(strings.TrimPrefix(escaped, PathRings), "/")
-	if len(parts) != 4 {
-		return lease.RingKey{}, "", usage
-	}
-	for i, p := range parts {
-		u, err := url.PathUnescape(p)
-		if err != nil {
-			return lease.RingKey{}, "", fmt.Errorf("%w: %w", usage, err)
-		}
-		parts[i] = u
-	}
-	switch parts[3] {
-	case ActionPause, ActionResume, ActionLimit, ActionMovement:
-	default:
-		return lease.RingKey{}, "", fmt.Errorf("no action %q: %w", parts[3], usage)
-	}
-	return lease.RingKey{Region: parts[0], Cluster: parts[1], Service: parts[2]}, parts[3], nil
-}
-
-// ringCommand turns a ring call's body into its command; bad input is lease.ErrBadRequest.
-func ringCommand(ring lease.RingKey, action string, body []byte, atMs int64) (fsm.Command, error) {
-	var c interface {
-		fsm.Command
-		Validate() error
-	}
-	switch action {
-	case ActionPause:
-		var req admin.PauseRequest
-		if err := admin.DecodeStrict(body, &req); err != nil {
-			return nil, err
-		}
-		c = &fsm.Pause{Ring: ring, Impl: req.Impl, Reason: req.Reason, AtMs: atMs}
-	case ActionResume:
-		var req admin.ResumeRequest
-		if err := admin.DecodeStrict(body, &req); err != nil {
-			return nil, err
-		}
-		c = &fsm.Resume{Ring: ring, Impl: req.Impl, AtMs: atMs}
-	case ActionLimit:
-		var req admin.LimitRequest
-		if err := admin.DecodeStrict(body, &req); err != nil {
-			return nil, err
-		}
-		switch {
-		case req.Clear == (req.PerSecond != nil):
-			return nil, fmt.Errorf(`%w: send {"per_second": N} to set the limit or {"clear": true} to remove it, one of the two`, lease.ErrBadRequest)
-		case req.Clear:
-			c = &fsm.Limit{Ring: ring, Clear: true, AtMs: atMs}
-		case !(*req.PerSecond > 0):
-			return nil, fmt.Errorf(`%w: per_second must be above 0, got %v (to remove the limit, send {"clear": true})`, lease.ErrBadRequest, *req.PerSecond)
-		default:
-			c = &fsm.Limit{Ring: ring, PerSecond: *req.PerSecond, AtMs: atMs}
-		}
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", lease.ErrBadRequest, err)
-	}
-	return c, nil
-}
-
-// mutation is the one way an admin call changes the replicated state. It reads the body, builds the command (bad input is answered 400 by any node, leader or not, and
-// nothing is committed), then either forwards the call to the leader (a follower) or, on the
-// leader, checks the command against a copy of the state, commits it and answers what answer
-// reads from the state as committed. No leader, no quorum: 503; a server that may not know the
-// command (the version gate): 409.
-func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body []byte, atMs int64) (fsm.Command, error),
-	answer func(s *fsm.State, leaderID string) any) {
-	body, ok := admin.ReadBody(w, r)
-	if !ok {
-		return
-	}
-	cmd, err := build(body, n.clock.Now().UnixMilli())
-	if err != nil {
-		admin.WriteError(w, err)
-		return
+		return admin.Committed{}, err
 	}
 	t := n.currentTerm()
 	if t == nil || !t.isReady() {
-		n.forward(w, r, body)
-		return
+		return admin.Committed{}, admin.ErrNotLeading
 	}
 	var trial error
 	n.fsm.View(func(s *fsm.State, _ uint64) { trial = s.Clone().Apply(cmd) })
 	if trial != nil {
-		admin.WriteError(w, commitErr(trial))
-		return
+		return admin.Committed{}, commitErr(trial)
 	}
 	if err := t.apply(cmd); err != nil {
 		if errors.Is(err, lease.ErrNotLeader) || errors.Is(err, lease.ErrNoLeader) {
@@ -171,13 +47,58 @@ func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body 
 			err = fmt.Errorf("%w: %s lost the lead while committing; the change may or may not be committed (every call is idempotent): retry",
 				lease.ErrNoLeader, n.cfg.NodeID)
 		}
-		admin.WriteError(w, err)
-		return
+		return admin.Committed{}, err
 	}
-	n.log.Info().Stringer("command", cmd.Type()).Interface("args", cmd).Str("remote", r.RemoteAddr).Msg("admin change committed")
-	var out any
-	n.fsm.View(func(s *fsm.State, _ uint64) { out = answer(s, n.cfg.NodeID) })
-	admin.WriteJSON(w, http.StatusOK, out)
+	got := admin.Committed{Command: cmd.Type(), Args: cmd, Ring: ring}
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		r := s.Ring(ring)
+		var controls *fsm.Controls
+		if r != nil {
+			controls = r.Controls
+			if c, ok := c.(admin.Cordon); ok {
+				got.Cordoned = r.IsCordoned(c.WorkerID)
+			}
+		}
+		got.Controls, got.Movement = controlsView(controls), movementView(r)
+	})
+	return got, nil
+}
+
+// changeCommand is the command of a change and the ring it acts on, checked against the
+// replicated state's bounds; bad input is lease.ErrBadRequest. ringOf finds the ring of a
+// worker whose cordon call names none.
+func changeCommand(c admin.Change, atMs int64, ringOf func(workerID string) (lease.RingKey, error)) (fsm.Command, lease.RingKey, error) {
+	var cmd interface {
+		fsm.Command
+		Validate() error
+	}
+	var ring lease.RingKey
+	switch c := c.(type) {
+	case admin.Pause:
+		ring, cmd = c.Ring, &fsm.Pause{Ring: c.Ring, Impl: c.Impl, Reason: c.Reason, AtMs: atMs}
+	case admin.Resume:
+		ring, cmd = c.Ring, &fsm.Resume{Ring: c.Ring, Impl: c.Impl, AtMs: atMs}
+	case admin.Limit:
+		ring, cmd = c.Ring, &fsm.Limit{Ring: c.Ring, PerSecond: c.PerSecond, Clear: c.Clear, AtMs: atMs}
+	case admin.SetMovement:
+		m, err := movementCommand(c.Ring, c.MovementRequest, atMs)
+		return m, c.Ring, err
+	case admin.Cordon:
+		if c.Ring != nil {
+			ring = *c.Ring
+		} else if r, err := ringOf(c.WorkerID); err != nil {
+			return nil, ring, err
+		} else {
+			ring = r
+		}
+		cmd = &fsm.Cordon{Ring: ring, WorkerID: c.WorkerID, Clear: c.Clear}
+	default:
+		panic(fmt.Sprintf("coordinator: a change of type %T has no command", c)) // admin.Change is a closed set
+	}
+	if err := cmd.Validate(); err != nil {
+		return nil, ring, fmt.Errorf("%w: %w", lease.ErrBadRequest, err)
+	}
+	return cmd, ring, nil
 }
 
 // awaitLeaderToForward waits, at most wait, for a leader other than this node whose admin address
@@ -225,26 +146,37 @@ func (n *Node) awaitLeaderToForward(ctx context.Context, wait time.Duration) (le
 	}
 }
 
-// forward sends an admin call to the leader's admin HTTP address and copies its answer back: the
-// follower makes the call itself, with the caller's Authorization header, rather than redirecting
-// (an HTTP client drops that header when a redirect changes the host).
-func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
+// forwardCall answers w with the leader's answer to r, for the handlers not yet in package admin
+// (membership and step-down); admin's forward does the same for its own.
+func (n *Node) forwardCall(w http.ResponseWriter, r *http.Request, body []byte) {
 	if by := r.Header.Get(admin.HeaderForwardedBy); by != "" {
 		admin.WriteError(w, fmt.Errorf("%w: %s forwarded this call to %s, which does not lead (an election may be under way); retry",
 			lease.ErrNoLeader, by, n.cfg.NodeID))
 		return
 	}
+	a, err := n.forward(r, body)
+	if err != nil {
+		admin.WriteError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", a.ContentType)
+	w.WriteHeader(a.Status)
+	_, _ = w.Write(a.Body)
+}
+
+// forward is admin.Changer's Forward: it sends an admin call to the leader's admin HTTP address
+// and returns the leader's answer, asking Raft again within leaderWait when the node taken for
+// the leader answers that it does not lead.
+func (n *Node) forward(r *http.Request, body []byte) (admin.Forwarded, error) {
 	deadline := time.Now().Add(leaderWait)
 	for {
 		leaderID, addr, err := n.awaitLeaderToForward(r.Context(), time.Until(deadline))
 		if err != nil {
-			admin.WriteError(w, err)
-			return
+			return admin.Forwarded{}, err
 		}
 		a, err := n.forwardOnce(r, body, leaderID, addr)
 		if err != nil {
-			admin.WriteError(w, err)
-			return
+			return admin.Forwarded{}, err
 		}
 		// The node taken for the leader answered that it does not lead: it lost the lead (or was
 		// removed) after this node last heard of it. Ask Raft again, within the same wait; every
@@ -258,10 +190,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 			}
 			continue
 		}
-		w.Header().Set("Content-Type", a.ContentType)
-		w.WriteHeader(a.Status)
-		_, _ = w.Write(a.Body)
-		return
+		return a, nil
 	}
 }
 

@@ -84,7 +84,7 @@ func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool,
 		return
 	}
 	if t := n.currentTerm(); t == nil || !t.isReady() {
-		n.forward(w, r, body)
+		n.forwardCall(w, r, body)
 		return
 	}
 	if err := change(req); err != nil {

@@ -214,7 +214,7 @@ func TestAdminCallRightAfterTheLeadersRemoval(t *testing.T) {
 	if status, body := post(t, leader.HTTPAddr(), PathRemovePeer, `{"id":"`+leader.cfg.NodeID+`"}`, nil); status != http.StatusOK {
 		t.Fatalf("remove-peer of the leader: %d %s", status, body)
 	}
-	if status, body := post(t, follower.HTTPAddr(), PathRings+"eu/c1/orders/pause", `{}`, nil); status != http.StatusOK {
+	if status, body := post(t, follower.HTTPAddr(), admin.PathRings+"eu/c1/orders/pause", `{}`, nil); status != http.StatusOK {
 		t.Fatalf("a pause through a follower right after the leader's removal: %d %s", status, body)
 	}
 }

@@ -214,7 +214,7 @@ func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n.raft == nil || n.raft.State() != raft.Leader {
-		n.forward(w, r, body)
+		n.forwardCall(w, r, body)
 		return
 	}
 	start := n.clock.Now()
