@@ -146,24 +146,6 @@ func (n *Node) awaitLeaderToForward(ctx context.Context, wait time.Duration) (le
 	}
 }
 
-// forwardCall answers w with the leader's answer to r, for the handlers not yet in package admin
-// (membership and step-down); admin's forward does the same for its own.
-func (n *Node) forwardCall(w http.ResponseWriter, r *http.Request, body []byte) {
-	if by := r.Header.Get(admin.HeaderForwardedBy); by != "" {
-		admin.WriteError(w, fmt.Errorf("%w: %s forwarded this call to %s, which does not lead (an election may be under way); retry",
-			lease.ErrNoLeader, by, n.cfg.NodeID))
-		return
-	}
-	a, err := n.forward(r, body)
-	if err != nil {
-		admin.WriteError(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", a.ContentType)
-	w.WriteHeader(a.Status)
-	_, _ = w.Write(a.Body)
-}
-
 // forward is admin.Changer's Forward: it sends an admin call to the leader's admin HTTP address
 // and returns the leader's answer, asking Raft again within leaderWait when the node taken for
 // the leader answers that it does not lead.

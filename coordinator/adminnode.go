@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -40,4 +41,14 @@ func (a adminNode) Forward(r *http.Request, body []byte) (admin.Forwarded, error
 func (a adminNode) Leads() bool {
 	t := a.n.currentTerm()
 	return t != nil && t.isReady()
+}
+
+func (a adminNode) AddVoter(p admin.PeerRequest) error { return a.n.addVoter(p) }
+
+func (a adminNode) RemoveVoter(p admin.PeerRequest) error { return a.n.removeVoter(p) }
+
+func (a adminNode) Configuration() ([]admin.RaftServerView, error) { return a.n.configuration() }
+
+func (a adminNode) StepDown(ctx context.Context, to string) (admin.StepDownAnswer, error) {
+	return a.n.stepDown(ctx, to)
 }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/coordinator/auth"
 
 	"context"
@@ -237,7 +238,7 @@ func (c Config) Validate() error {
 	if err := c.Timing.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	if !validNodeID(c.NodeID) {
+	if !admin.ValidNodeID(c.NodeID) {
 		return fmt.Errorf("%w: node id %q", ErrBadConfig, c.NodeID)
 	}
 	switch {

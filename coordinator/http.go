@@ -35,11 +35,6 @@ func (n *Node) httpHandler() http.Handler {
 	s.Handle(PathRegister, http.MethodPost, n.serveRegister)
 	s.Handle(PathStatus, http.MethodGet, n.serveStatus)
 	s.Handle(PathPeers, http.MethodGet, n.servePeers)
-	s.Handle(PathStepDown, http.MethodPost, n.serveStepDown)
-	// membership.go
-	s.Handle(PathJoin, http.MethodPost, n.serveJoin)
-	s.Handle(PathAddPeer, http.MethodPost, n.serveAddPeer)
-	s.Handle(PathRemovePeer, http.MethodPost, n.serveRemovePeer)
 	s.HandlePrefix(PathProfiles, n.serveProfiles)
 	return s
 }

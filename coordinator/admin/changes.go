@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,9 +14,10 @@ import (
 // implemented by the coordinator's adapter; this package reads the calls, checks what it can
 // without the replicated state, decides to forward, and answers.
 type Changer interface {
-	// Leads reports whether this node leads and its leadership is ready to commit. A worker call
-	// on a node that does not is forwarded as it came, body unread: the leader looks the worker's
-	// ring up in its own state, which may know a worker that joined a moment ago.
+	// Leads reports whether this node leads and its leadership is ready to commit. A peer call on
+	// a node that does not is forwarded once checked, a worker call as it came, body unread (the
+	// leader looks the worker's ring up in its own state, which may know a worker that joined a
+	// moment ago).
 	Leads() bool
 	// Commit turns change into its command and checks it against the replicated state's own
 	// bounds (a refusal wraps lease.ErrBadRequest), on any node, leader or not. Then, when this
@@ -28,6 +30,17 @@ type Changer interface {
 	// knows (an election, a restart); none is lease.ErrNoLeader, a leader that did not answer
 	// lease.ErrUnavailable.
 	Forward(r *http.Request, body []byte) (Forwarded, error)
+
+	// AddVoter adds a voter to the Raft configuration (a join, add-peer), RemoveVoter takes one
+	// out with its registration (remove-peer); Configuration is the configuration as this node
+	// has it. Called on the leader only (Leads).
+	AddVoter(p PeerRequest) error
+	RemoveVoter(p PeerRequest) error
+	Configuration() ([]RaftServerView, error)
+	// StepDown hands the lead over to the voter to, or to the one Raft picks when to is empty,
+	// and says who took over (waiting up to 10 s, or until ctx ends); ErrNotLeading when this
+	// node is not Raft's leader.
+	StepDown(ctx context.Context, to string) (StepDownAnswer, error)
 }
 
 // ErrNotLeading: the node asked to make a change does not lead, or its leadership is not ready to
@@ -98,6 +111,10 @@ func (s *Server) ServeChanges(c Changer) {
 	s.changer = c
 	s.HandlePrefix(PathRings, s.serveRingCall)
 	s.HandlePrefix(PathWorkers, s.serveWorkerCall)
+	s.Handle(PathStepDown, http.MethodPost, s.serveStepDown)
+	s.Handle(PathJoin, http.MethodPost, s.serveAddPeer)
+	s.Handle(PathAddPeer, http.MethodPost, s.serveAddPeer)
+	s.Handle(PathRemovePeer, http.MethodPost, s.serveRemovePeer)
 }
 
 // change is the one way an admin call changes the replicated state. It reads the body and the

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,32 @@ type fakeChanger struct {
 	forwarded []string // path and body of each forwarded call
 	answer    Forwarded
 	fwdErr    error
+	peers     []string // each AddVoter and RemoveVoter: "add id addr" or "remove id"
+	peerErr   error
+	servers   []RaftServerView
+	stepDown  StepDownAnswer
+	stepTo    []string
+	stepErr   error
+}
+
+func (f *fakeChanger) AddVoter(p PeerRequest) error {
+	f.peers = append(f.peers, "add "+p.ID+" "+p.RaftAddr)
+	return f.peerErr
+}
+
+func (f *fakeChanger) RemoveVoter(p PeerRequest) error {
+	f.peers = append(f.peers, "remove "+p.ID)
+	return f.peerErr
+}
+
+func (f *fakeChanger) Configuration() ([]RaftServerView, error) { return f.servers, nil }
+
+func (f *fakeChanger) StepDown(_ context.Context, to string) (StepDownAnswer, error) {
+	f.stepTo = append(f.stepTo, to)
+	if !f.leads {
+		return StepDownAnswer{}, ErrNotLeading
+	}
+	return f.stepDown, f.stepErr
 }
 
 func (f *fakeChanger) Leads() bool { return f.leads }
@@ -55,6 +82,9 @@ func post(s *Server, path, body string, header ...string) *httptest.ResponseReco
 	s.ServeHTTP(rec, req)
 	return rec
 }
+
+// leaderSays is what the fake leader answers a forwarded call: a status no handler here uses.
+var leaderSays = Forwarded{Status: http.StatusConflict, ContentType: "application/json", Body: []byte(`{"error":"upgrade_incomplete","message":"x"}`)}
 
 var ring = lease.RingKey{Region: "eu", Cluster: "c1", Service: "orders"}
 
@@ -126,7 +156,7 @@ func TestRingCallsRefuseBadInputWithoutTheNode(t *testing.T) {
 // again; a worker call is forwarded before its body is read; a leader that cannot be reached is
 // the node's error.
 func TestFollowerForwardsOnce(t *testing.T) {
-	f := &fakeChanger{answer: Forwarded{Status: http.StatusConflict, ContentType: "application/json", Body: []byte(`{"error":"upgrade_incomplete","message":"x"}`)}}
+	f := &fakeChanger{answer: leaderSays}
 	s := changeServer(f)
 	rec := post(s, PathRings+"eu/c1/orders/pause", `{"reason":"r"}`)
 	if rec.Code != http.StatusConflict || rec.Body.String() != `{"error":"upgrade_incomplete","message":"x"}` ||
@@ -173,5 +203,59 @@ func TestCordonOnTheLeader(t *testing.T) {
 	}
 	if rec := post(s, PathWorkers+"w1/cordon", `{"ring":1}`); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "body: json: cannot unmarshal") {
 		t.Errorf("a bad body on the leader: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+// TestPeerCallsCheckThenGoToTheLeader: a peer call's body is checked on any node (a node id, and
+// a raft address to add one), forwarded by a node that does not lead, and on the leader made
+// through the node and answered with the configuration; a conflict keeps its 409.
+func TestPeerCallsCheckThenGoToTheLeader(t *testing.T) {
+	f := &fakeChanger{answer: leaderSays, servers: []RaftServerView{{ID: "c1", RaftAddr: "10.0.0.1:7000", Voter: true}, {ID: "c4", RaftAddr: "10.0.0.4:7000", Voter: true}}}
+	s := changeServer(f)
+	for path, tc := range map[string]struct{ body, want string }{
+		PathAddPeer:    {`{"id":"c 4","raft_addr":"10.0.0.4:7000"}`, `{"error":"bad_request","message":"want a node id (no spaces or slashes, at most 128 bytes), got \"c 4\""}`},
+		PathJoin:       {`{"id":"c4","raft_addr":"10.0.0.4"}`, `{"error":"bad_request","message":"want the new voter's raft address as host:port, got \"10.0.0.4\""}`},
+		PathRemovePeer: {`{"id":"c4","port":1}`, `{"error":"bad_request","message":"body: json: unknown field \"port\""}`},
+	} {
+		if rec := post(s, path, tc.body); rec.Code != http.StatusBadRequest || rec.Body.String() != tc.want+"\n" {
+			t.Errorf("%s %s: %d %q, want 400 %q", path, tc.body, rec.Code, rec.Body.String(), tc.want)
+		}
+	}
+	if rec := post(s, PathRemovePeer, `{"id":"c4"}`); rec.Code != http.StatusConflict || len(f.peers) != 0 || strings.Join(f.forwarded, ";") != PathRemovePeer+` {"id":"c4"}` {
+		t.Errorf("remove-peer on a follower: %d %q, peers %q, forwarded %q", rec.Code, rec.Body.String(), f.peers, f.forwarded)
+	}
+	f.leads = true
+	rec := post(s, PathAddPeer, `{"id":"c4","raft_addr":"10.0.0.4:7000"}`)
+	if rec.Code != http.StatusOK || strings.Join(f.peers, ";") != "add c4 10.0.0.4:7000" ||
+		rec.Body.String() != `{"leader_id":"c1","servers":[{"id":"c1","raft_addr":"10.0.0.1:7000","voter":true},{"id":"c4","raft_addr":"10.0.0.4:7000","voter":true}]}`+"\n" {
+		t.Errorf("add-peer on the leader: %d %q, peers %q", rec.Code, rec.Body.String(), f.peers)
+	}
+	f.peerErr = fmt.Errorf("%w: node id c4 is a voter already, at 10.0.0.4:7000", ErrPeerConflict)
+	if rec := post(s, PathJoin, `{"id":"c4","raft_addr":"10.0.0.9:7000","empty_log":true}`); rec.Code != http.StatusConflict ||
+		rec.Body.String() != `{"error":"peer_conflict","message":"node id c4 is a voter already, at 10.0.0.4:7000"}`+"\n" {
+		t.Errorf("a conflicting join: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+// TestStepDownForwardsUnlessRaftLeads: a node that is not Raft's leader forwards the call; the
+// leader answers who took over; a bad voter name is the node's 400.
+func TestStepDownForwardsUnlessRaftLeads(t *testing.T) {
+	f := &fakeChanger{answer: leaderSays}
+	s := changeServer(f)
+	if rec := post(s, PathStepDown, `{"to":"c2"}`); rec.Code != http.StatusConflict || strings.Join(f.forwarded, ";") != PathStepDown+` {"to":"c2"}` {
+		t.Errorf("step-down on a follower: %d %q, forwarded %q", rec.Code, rec.Body.String(), f.forwarded)
+	}
+	if rec := post(s, PathStepDown, `{"to":2}`); rec.Code != http.StatusBadRequest || len(f.stepTo) != 1 {
+		t.Errorf("a bad body: %d %q, asked %q", rec.Code, rec.Body.String(), f.stepTo)
+	}
+	f.leads, f.stepDown = true, StepDownAnswer{PreviousLeader: "c1", LeaderID: "c2", Term: 4, TookMs: 120}
+	if rec := post(s, PathStepDown, ``); rec.Code != http.StatusOK || f.stepTo[len(f.stepTo)-1] != "" ||
+		rec.Body.String() != `{"previous_leader":"c1","leader_id":"c2","term":4,"took_ms":120}`+"\n" {
+		t.Errorf("step-down on the leader: %d %q", rec.Code, rec.Body.String())
+	}
+	f.stepErr = fmt.Errorf("%w: %q is not a voter of the raft configuration", lease.ErrBadRequest, "c9")
+	if rec := post(s, PathStepDown, `{"to":"c9"}`); rec.Code != http.StatusBadRequest ||
+		rec.Body.String() != `{"error":"bad_request","message":"\"c9\" is not a voter of the raft configuration"}`+"\n" {
+		t.Errorf("step-down to a stranger: %d %q", rec.Code, rec.Body.String())
 	}
 }
