@@ -32,15 +32,15 @@ func (a adminNode) Authorize(w http.ResponseWriter, r *http.Request) bool {
 	return a.n.authorizeHTTP(w, r)
 }
 
+func (a adminNode) Leads() bool {
+	t := a.n.currentTerm()
+	return t != nil && t.isReady()
+}
+
 func (a adminNode) Commit(c admin.Change) (admin.Committed, error) { return a.n.commitChange(c) }
 
 func (a adminNode) Forward(r *http.Request, body []byte) (admin.Forwarded, error) {
 	return a.n.forward(r, body)
-}
-
-func (a adminNode) Leads() bool {
-	t := a.n.currentTerm()
-	return t != nil && t.isReady()
 }
 
 func (a adminNode) AddVoter(p admin.PeerRequest) error { return a.n.addVoter(p) }

@@ -112,6 +112,8 @@ func (s *Server) ServeChanges(c Changer) {
 	s.HandlePrefix(PathRings, s.serveRingCall)
 	s.HandlePrefix(PathWorkers, s.serveWorkerCall)
 	s.Handle(PathStepDown, http.MethodPost, s.serveStepDown)
+	// A join is an add-peer asked by the joining node itself, on the internal path the edge
+	// keeps for coordinators.
 	s.Handle(PathJoin, http.MethodPost, s.serveAddPeer)
 	s.Handle(PathAddPeer, http.MethodPost, s.serveAddPeer)
 	s.Handle(PathRemovePeer, http.MethodPost, s.serveRemovePeer)
