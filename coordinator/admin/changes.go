@@ -43,10 +43,6 @@ type Changer interface {
 	StepDown(ctx context.Context, to string) (StepDownAnswer, error)
 }
 
-// ErrNotLeading: the node asked to make a change does not lead, or its leadership is not ready to
-// commit yet; the call goes to the leader instead (Changer.Forward). Never answered as such.
-var ErrNotLeading = errors.New("this node does not lead")
-
 // Change is a call that changes a ring or a worker, as this package read it from its path and
 // body: Pause, Resume, Limit, SetMovement or Cordon. The coordinator turns it into its command.
 type Change interface{ isChange() }
