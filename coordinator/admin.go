@@ -3,48 +3,16 @@ package coordinator
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
-
-// PathRings is the prefix of the per-ring admin calls, each a POST of a JSON body:
-//
-//	POST /v1/rings/{region}/{cluster}/{service}/pause   PauseRequest
-//	POST /v1/rings/{region}/{cluster}/{service}/resume  ResumeRequest
-//	POST /v1/rings/{region}/{cluster}/{service}/limit   LimitRequest
-//	POST /v1/rings/{region}/{cluster}/{service}/movement   MovementRequest (movement.go)
-//
-// Each answers ControlsAnswer, the controls as committed (movement: MovementAnswer). The names are path segments, escaped
-// as URLs escape them (a "/" in a name is %2F).
-const PathRings = "/v1/rings/"
-
-// Actions on a ring.
-const (
-	ActionPause  = "pause"
-	ActionResume = "resume"
-	ActionLimit  = "limit"
-)
-
-// CodeUpgradeIncomplete is the admin API's error code for ErrUpgradeIncomplete (HTTP 409).
-const CodeUpgradeIncomplete = "upgrade_incomplete"
-
-// CodePeerConflict is the admin API's error code for ErrPeerConflict (HTTP 409).
-const CodePeerConflict = "peer_conflict"
-
-// HeaderForwardedBy marks an admin call a follower forwarded to the leader, with the follower's
-// node id: a node that gets one and does not lead answers no_leader instead of forwarding it again
-// (two nodes with stale views of the leader must not pass a call back and forth).
-const HeaderForwardedBy = "Retryring-Forwarded-By"
 
 // leaderWait bounds how long a follower waits for a leader whose admin address it knows before it
 // answers a call it would forward no_leader: an election after the leader's removal or loss fits
@@ -54,164 +22,23 @@ const leaderWait = 5 * time.Second
 // forwardTimeout bounds a follower's call to the leader, commit included.
 const forwardTimeout = 5 * time.Second
 
-// maxAdminBody bounds the body of an admin call.
-const maxAdminBody = 64 << 10
-
-// serveRingAction serves PathRings: it finds the ring and the action, and builds the command from
-// the body; mutation does the rest.
-func (n *Node) serveRingAction(w http.ResponseWriter, r *http.Request) {
-	ring, action, err := parseRingPath(r.URL.EscapedPath())
+// commitChange is the leader's side of a call that changes a ring or a worker (admin.Changer's
+// Commit): it builds the command (bad input is lease.ErrBadRequest on any node, and nothing is
+// committed), and on the leader checks it against a copy of the state, commits it and reads
+// back what the answer needs; on a follower it is admin.ErrNotLeading, and admin forwards.
+func (n *Node) commitChange(c admin.Change) (admin.Committed, error) {
+	cmd, ring, err := changeCommand(c, n.clock.Now().UnixMilli(), n.ringOfWorker)
 	if err != nil {
-		admin.WriteJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		admin.WriteJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
-		return
-	}
-	if action == ActionMovement {
-		n.mutation(w, r, func(body []byte, atMs int64) (fsm.Command, error) {
-			return movementCommand(ring, body, atMs)
-		}, func(s *fsm.State, leaderID string) any {
-			return admin.MovementAnswer{Ring: ring, Movement: movementView(s.Ring(ring)), LeaderID: leaderID}
-		})
-		return
-	}
-	n.mutation(w, r, func(body []byte, atMs int64) (fsm.Command, error) {
-		return ringCommand(ring, action, body, atMs)
-	}, func(s *fsm.State, leaderID string) any {
-		var c *fsm.Controls
-		if rs := s.Ring(ring); rs != nil {
-			c = rs.Controls
-		}
-		return admin.ControlsAnswer{Ring: ring, Controls: controlsView(c), LeaderID: leaderID}
-	})
-}
-
-// parseRingPath reads /v1/rings/{region}/{cluster}/{service}/{action}.
-func parseRingPath(escaped string) (lease.RingKey, string, error) {
-	usage := fmt.Errorf("want POST %s{region}/{cluster}/{service}/%s|%s|%s|%s", PathRings, ActionPause, ActionResume, ActionLimit, ActionMovement)
-	parts := strings.Split(strings.TrimPrefix(escaped, PathRings), "/")
-	if len(parts) != 4 {
-		return lease.RingKey{}, "", usage
-	}
-	for i, p := range parts {
-		u, err := url.PathUnescape(p)
-		if err != nil {
-			return lease.RingKey{}, "", fmt.Errorf("%w: %w", usage, err)
-		}
-		parts[i] = u
-	}
-	switch parts[3] {
-	case ActionPause, ActionResume, ActionLimit, ActionMovement:
-	default:
-		return lease.RingKey{}, "", fmt.Errorf("no action %q: %w", parts[3], usage)
-	}
-	return lease.RingKey{Region: parts[0], Cluster: parts[1], Service: parts[2]}, parts[3], nil
-}
-
-// ringCommand turns a ring call's body into its command; bad input is lease.ErrBadRequest.
-func ringCommand(ring lease.RingKey, action string, body []byte, atMs int64) (fsm.Command, error) {
-	var c interface {
-		fsm.Command
-		Validate() error
-	}
-	switch action {
-	case ActionPause:
-		var req admin.PauseRequest
-		if err := decodeStrict(body, &req); err != nil {
-			return nil, err
-		}
-		c = &fsm.Pause{Ring: ring, Impl: req.Impl, Reason: req.Reason, AtMs: atMs}
-	case ActionResume:
-		var req admin.ResumeRequest
-		if err := decodeStrict(body, &req); err != nil {
-			return nil, err
-		}
-		c = &fsm.Resume{Ring: ring, Impl: req.Impl, AtMs: atMs}
-	case ActionLimit:
-		var req admin.LimitRequest
-		if err := decodeStrict(body, &req); err != nil {
-			return nil, err
-		}
-		switch {
-		case req.Clear == (req.PerSecond != nil):
-			return nil, fmt.Errorf(`%w: send {"per_second": N} to set the limit or {"clear": true} to remove it, one of the two`, lease.ErrBadRequest)
-		case req.Clear:
-			c = &fsm.Limit{Ring: ring, Clear: true, AtMs: atMs}
-		case !(*req.PerSecond > 0):
-			return nil, fmt.Errorf(`%w: per_second must be above 0, got %v (to remove the limit, send {"clear": true})`, lease.ErrBadRequest, *req.PerSecond)
-		default:
-			c = &fsm.Limit{Ring: ring, PerSecond: *req.PerSecond, AtMs: atMs}
-		}
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", lease.ErrBadRequest, err)
-	}
-	return c, nil
-}
-
-// decodeStrict reads a JSON object into v, refusing unknown fields and anything after it; an
-// empty body is {}.
-func decodeStrict(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: body: %w", lease.ErrBadRequest, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: body: data after the JSON object", lease.ErrBadRequest)
-	}
-	return nil
-}
-
-// readAdminBody reads the body of an admin call, at most maxAdminBody bytes; it answers 400 itself
-// and reports false when the body is unreadable or larger. The caller was admitted at the HTTP
-// edge already (authorizeHTTP checks the bearer token of every mutating call, before a follower
-// forwards it with the header and the leader checks it again).
-func readAdminBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
-	switch {
-	case err != nil:
-		writeAdminError(w, fmt.Errorf("%w: read the body: %w", lease.ErrBadRequest, err))
-		return nil, false
-	case len(body) > maxAdminBody:
-		writeAdminError(w, fmt.Errorf("%w: the body is larger than %d bytes", lease.ErrBadRequest, maxAdminBody))
-		return nil, false
-	}
-	return body, true
-}
-
-// mutation is the one way an admin call changes the replicated state. It reads the body, builds the command (bad input is answered 400 by any node, leader or not, and
-// nothing is committed), then either forwards the call to the leader (a follower) or, on the
-// leader, checks the command against a copy of the state, commits it and answers what answer
-// reads from the state as committed. No leader, no quorum: 503; a server that may not know the
-// command (the version gate): 409.
-func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body []byte, atMs int64) (fsm.Command, error),
-	answer func(s *fsm.State, leaderID string) any) {
-	body, ok := readAdminBody(w, r)
-	if !ok {
-		return
-	}
-	cmd, err := build(body, n.clock.Now().UnixMilli())
-	if err != nil {
-		writeAdminError(w, err)
-		return
+		return admin.Committed{}, err
 	}
 	t := n.currentTerm()
 	if t == nil || !t.isReady() {
-		n.forward(w, r, body)
-		return
+		return admin.Committed{}, admin.ErrNotLeading
 	}
 	var trial error
 	n.fsm.View(func(s *fsm.State, _ uint64) { trial = s.Clone().Apply(cmd) })
 	if trial != nil {
-		writeAdminError(w, commitErr(trial))
-		return
+		return admin.Committed{}, commitErr(trial)
 	}
 	if err := t.apply(cmd); err != nil {
 		if errors.Is(err, lease.ErrNotLeader) || errors.Is(err, lease.ErrNoLeader) {
@@ -220,13 +47,58 @@ func (n *Node) mutation(w http.ResponseWriter, r *http.Request, build func(body 
 			err = fmt.Errorf("%w: %s lost the lead while committing; the change may or may not be committed (every call is idempotent): retry",
 				lease.ErrNoLeader, n.cfg.NodeID)
 		}
-		writeAdminError(w, err)
-		return
+		return admin.Committed{}, err
 	}
-	n.log.Info().Stringer("command", cmd.Type()).Interface("args", cmd).Str("remote", r.RemoteAddr).Msg("admin change committed")
-	var out any
-	n.fsm.View(func(s *fsm.State, _ uint64) { out = answer(s, n.cfg.NodeID) })
-	admin.WriteJSON(w, http.StatusOK, out)
+	got := admin.Committed{Command: cmd.Type(), Args: cmd, Ring: ring}
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		r := s.Ring(ring)
+		var controls *fsm.Controls
+		if r != nil {
+			controls = r.Controls
+			if c, ok := c.(admin.Cordon); ok {
+				got.Cordoned = r.IsCordoned(c.WorkerID)
+			}
+		}
+		got.Controls, got.Movement = controlsView(controls), movementView(r)
+	})
+	return got, nil
+}
+
+// changeCommand is the command of a change and the ring it acts on, checked against the
+// replicated state's bounds; bad input is lease.ErrBadRequest. ringOf finds the ring of a
+// worker whose cordon call names none.
+func changeCommand(c admin.Change, atMs int64, ringOf func(workerID string) (lease.RingKey, error)) (fsm.Command, lease.RingKey, error) {
+	var cmd interface {
+		fsm.Command
+		Validate() error
+	}
+	var ring lease.RingKey
+	switch c := c.(type) {
+	case admin.Pause:
+		ring, cmd = c.Ring, &fsm.Pause{Ring: c.Ring, Impl: c.Impl, Reason: c.Reason, AtMs: atMs}
+	case admin.Resume:
+		ring, cmd = c.Ring, &fsm.Resume{Ring: c.Ring, Impl: c.Impl, AtMs: atMs}
+	case admin.Limit:
+		ring, cmd = c.Ring, &fsm.Limit{Ring: c.Ring, PerSecond: c.PerSecond, Clear: c.Clear, AtMs: atMs}
+	case admin.SetMovement:
+		m, err := movementCommand(c.Ring, c.MovementRequest, atMs)
+		return m, c.Ring, err
+	case admin.Cordon:
+		if c.Ring != nil {
+			ring = *c.Ring
+		} else if r, err := ringOf(c.WorkerID); err != nil {
+			return nil, ring, err
+		} else {
+			ring = r
+		}
+		cmd = &fsm.Cordon{Ring: ring, WorkerID: c.WorkerID, Clear: c.Clear}
+	default:
+		panic(fmt.Sprintf("coordinator: a change of type %T has no command", c)) // admin.Change is a closed set
+	}
+	if err := cmd.Validate(); err != nil {
+		return nil, ring, fmt.Errorf("%w: %w", lease.ErrBadRequest, err)
+	}
+	return cmd, ring, nil
 }
 
 // awaitLeaderToForward waits, at most wait, for a leader other than this node whose admin address
@@ -274,32 +146,25 @@ func (n *Node) awaitLeaderToForward(ctx context.Context, wait time.Duration) (le
 	}
 }
 
-// forward sends an admin call to the leader's admin HTTP address and copies its answer back: the
-// follower makes the call itself, with the caller's Authorization header, rather than redirecting
-// (an HTTP client drops that header when a redirect changes the host).
-func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
-	if by := r.Header.Get(HeaderForwardedBy); by != "" {
-		writeAdminError(w, fmt.Errorf("%w: %s forwarded this call to %s, which does not lead (an election may be under way); retry",
-			lease.ErrNoLeader, by, n.cfg.NodeID))
-		return
-	}
+// forward is admin.Changer's Forward: it sends an admin call to the leader's admin HTTP address
+// and returns the leader's answer, asking Raft again within leaderWait when the node taken for
+// the leader answers that it does not lead.
+func (n *Node) forward(r *http.Request, body []byte) (admin.Forwarded, error) {
 	deadline := time.Now().Add(leaderWait)
 	for {
 		leaderID, addr, err := n.awaitLeaderToForward(r.Context(), time.Until(deadline))
 		if err != nil {
-			writeAdminError(w, err)
-			return
+			return admin.Forwarded{}, err
 		}
 		a, err := n.forwardOnce(r, body, leaderID, addr)
 		if err != nil {
-			writeAdminError(w, err)
-			return
+			return admin.Forwarded{}, err
 		}
 		// The node taken for the leader answered that it does not lead: it lost the lead (or was
 		// removed) after this node last heard of it. Ask Raft again, within the same wait; every
 		// admin call is idempotent, so one whose commit the old leader may have made is safe to
 		// make again.
-		if a.noLeader() && time.Now().Before(deadline) && r.Context().Err() == nil {
+		if a.NoLeader() && time.Now().Before(deadline) && r.Context().Err() == nil {
 			select {
 			case <-r.Context().Done():
 			case <-n.stop:
@@ -307,41 +172,24 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 			}
 			continue
 		}
-		w.Header().Set("Content-Type", a.contentType)
-		w.WriteHeader(a.status)
-		_, _ = w.Write(a.body)
-		return
+		return a, nil
 	}
-}
-
-// forwarded is a leader's answer to a forwarded admin call.
-type forwarded struct {
-	status      int
-	contentType string
-	body        []byte
-}
-
-func (a forwarded) noLeader() bool {
-	var e struct {
-		Error string `json:"error"`
-	}
-	return a.status == http.StatusServiceUnavailable && json.Unmarshal(a.body, &e) == nil && e.Error == lease.CodeNoLeader
 }
 
 // forwardOnce makes the call r (with body) to the leader leaderID at addr.
-func (n *Node) forwardOnce(r *http.Request, body []byte, leaderID, addr string) (forwarded, error) {
+func (n *Node) forwardOnce(r *http.Request, body []byte, leaderID, addr string) (admin.Forwarded, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.peerURL(addr, r.URL.RequestURI()), bytes.NewReader(body))
 	if err != nil {
-		return forwarded{}, fmt.Errorf("%w: %w", lease.ErrInternal, err)
+		return admin.Forwarded{}, fmt.Errorf("%w: %w", lease.ErrInternal, err)
 	}
 	for _, h := range []string{"Content-Type", "Authorization"} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}
 	}
-	req.Header.Set(HeaderForwardedBy, n.cfg.NodeID)
+	req.Header.Set(admin.HeaderForwardedBy, n.cfg.NodeID)
 	// This node checked the call at its own edge; a forwarded /v1/internal/ call (a join asked of a
 	// follower) reaches the leader as this coordinator's.
 	n.signInternal(req)
@@ -350,37 +198,15 @@ func (n *Node) forwardOnce(r *http.Request, body []byte, leaderID, addr string) 
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		return forwarded{}, fmt.Errorf("%w: leader %s: %w", lease.ErrUnavailable, leaderID, mismatch)
+		return admin.Forwarded{}, fmt.Errorf("%w: leader %s: %w", lease.ErrUnavailable, leaderID, mismatch)
 	}
 	if err != nil {
-		return forwarded{}, fmt.Errorf("%w: leader %s at %s did not answer: %w", lease.ErrUnavailable, leaderID, addr, err)
+		return admin.Forwarded{}, fmt.Errorf("%w: leader %s at %s did not answer: %w", lease.ErrUnavailable, leaderID, addr, err)
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return forwarded{}, fmt.Errorf("%w: leader %s's answer: %w", lease.ErrUnavailable, leaderID, err)
+		return admin.Forwarded{}, fmt.Errorf("%w: leader %s's answer: %w", lease.ErrUnavailable, leaderID, err)
 	}
-	return forwarded{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: answer}, nil
-}
-
-// writeAdminError answers an admin call with the error's code and message: 400 bad_request, 409
-// upgrade_incomplete, 404 unknown_worker, 503 no_leader or unavailable, 500 internal. The message leaves out the
-// code it starts with.
-func writeAdminError(w http.ResponseWriter, err error) {
-	status, code := http.StatusInternalServerError, lease.ToWire(err).Code
-	switch {
-	case errors.Is(err, ErrUpgradeIncomplete):
-		status, code = http.StatusConflict, CodeUpgradeIncomplete
-	case errors.Is(err, ErrPeerConflict):
-		status, code = http.StatusConflict, CodePeerConflict
-	case errors.Is(err, lease.ErrBadRequest):
-		status = http.StatusBadRequest
-	case errors.Is(err, lease.ErrUnknownWorker):
-		status = http.StatusNotFound
-	case errors.Is(err, lease.ErrNoLeader):
-		status = http.StatusServiceUnavailable
-	case errors.Is(err, lease.ErrUnavailable):
-		status = http.StatusServiceUnavailable
-	}
-	admin.WriteJSON(w, status, lease.WireError{Code: code, Message: strings.TrimPrefix(err.Error(), code+": ")})
+	return admin.Forwarded{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: answer}, nil
 }

@@ -33,7 +33,18 @@ func post(t testing.TB, addr, path, body string, out any) (int, string) {
 }
 
 func ringPath(k lease.RingKey, action string) string {
-	return PathRings + k.Region + "/" + k.Cluster + "/" + k.Service + "/" + action
+	return admin.PathRings + k.Region + "/" + k.Cluster + "/" + k.Service + "/" + action
+}
+
+// ringCommand is the command the body of a ring call becomes: package admin reads the body into
+// its change, the coordinator builds the command and checks it.
+func ringCommand(ring lease.RingKey, action string, body []byte, atMs int64) (fsm.Command, error) {
+	change, err := admin.ReadRingChange(ring, action, body)
+	if err != nil {
+		return nil, err
+	}
+	cmd, _, err := changeCommand(change, atMs, nil)
+	return cmd, err
 }
 
 // controlsOn reads the controls of testRing in node n's committed state.
@@ -56,21 +67,21 @@ func TestAdminControlsThroughAFollower(t *testing.T) {
 	follower := c.followers(leader)[0]
 
 	var got admin.ControlsAnswer
-	status, body := post(t, follower.HTTPAddr(), ringPath(testRing, ActionPause), `{"impl":["payment","email"],"reason":"provider down"}`, &got)
+	status, body := post(t, follower.HTTPAddr(), ringPath(testRing, admin.ActionPause), `{"impl":["payment","email"],"reason":"provider down"}`, &got)
 	if status != http.StatusOK || got.LeaderID != leader.cfg.NodeID || got.Ring != testRing ||
 		got.Controls.Paused || strings.Join(got.Controls.PausedImpl, ",") != "email,payment" ||
 		got.Controls.Reason != "provider down" || got.Controls.SinceMs == 0 || got.Controls.RatePerS != nil {
 		t.Fatalf("pause through %s: %d %s", follower.cfg.NodeID, status, body)
 	}
-	status, body = post(t, follower.HTTPAddr(), ringPath(testRing, ActionPause), `{}`, &got)
+	status, body = post(t, follower.HTTPAddr(), ringPath(testRing, admin.ActionPause), `{}`, &got)
 	if status != http.StatusOK || !got.Controls.Paused {
 		t.Fatalf("whole-ring pause: %d %s", status, body)
 	}
-	status, body = post(t, leader.HTTPAddr(), ringPath(testRing, ActionLimit), `{"per_second":120.5}`, &got)
+	status, body = post(t, leader.HTTPAddr(), ringPath(testRing, admin.ActionLimit), `{"per_second":120.5}`, &got)
 	if status != http.StatusOK || got.Controls.RatePerS == nil || *got.Controls.RatePerS != 120.5 {
 		t.Fatalf("limit: %d %s", status, body)
 	}
-	status, body = post(t, follower.HTTPAddr(), ringPath(testRing, ActionResume), `{"impl":["email"]}`, &got)
+	status, body = post(t, follower.HTTPAddr(), ringPath(testRing, admin.ActionResume), `{"impl":["email"]}`, &got)
 	if status != http.StatusOK || !got.Controls.Paused || strings.Join(got.Controls.PausedImpl, ",") != "payment" {
 		t.Fatalf("resume of email: %d %s", status, body)
 	}
@@ -80,11 +91,11 @@ func TestAdminControlsThroughAFollower(t *testing.T) {
 			return ok && r.Controls.Paused && len(r.Controls.PausedImpl) == 1 && r.Controls.RatePerS != nil
 		})
 	}
-	status, body = post(t, follower.HTTPAddr(), ringPath(testRing, ActionResume), ``, &got)
+	status, body = post(t, follower.HTTPAddr(), ringPath(testRing, admin.ActionResume), ``, &got)
 	if status != http.StatusOK || got.Controls.Paused || len(got.Controls.PausedImpl) != 0 || got.Controls.Reason != "" {
 		t.Fatalf("resume: %d %s", status, body)
 	}
-	status, body = post(t, follower.HTTPAddr(), ringPath(testRing, ActionLimit), `{"clear":true}`, &got)
+	status, body = post(t, follower.HTTPAddr(), ringPath(testRing, admin.ActionLimit), `{"clear":true}`, &got)
 	if status != http.StatusOK || got.Controls.RatePerS != nil {
 		t.Fatalf("clear: %d %s", status, body)
 	}
@@ -94,7 +105,7 @@ func TestAdminControlsThroughAFollower(t *testing.T) {
 	}
 	// A ring name may hold any character, escaped in the path.
 	odd := lease.RingKey{Region: "eu/west", Cluster: "c 1", Service: "orders?"}
-	status, body = post(t, follower.HTTPAddr(), PathRings+"eu%2Fwest/c%201/orders%3F/pause", `{}`, &got)
+	status, body = post(t, follower.HTTPAddr(), admin.PathRings+"eu%2Fwest/c%201/orders%3F/pause", `{}`, &got)
 	if status != http.StatusOK || got.Ring != odd {
 		t.Fatalf("escaped ring names: %d %s", status, body)
 	}
@@ -110,19 +121,19 @@ func TestAdminControlsRefuseBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name, action, body, want string
 	}{
-		{"garbage", ActionPause, `{"impl":`, "body"},
-		{"not an object", ActionPause, `["payment"]`, "body"},
-		{"unknown field", ActionPause, `{"impls":["payment"]}`, "unknown field"},
-		{"trailing data", ActionPause, `{} {}`, "after the JSON object"},
-		{"too many impls", ActionPause, string(manyImpls), "at most 64"},
-		{"empty impl", ActionResume, `{"impl":[""]}`, "impl type"},
-		{"long reason", ActionPause, `{"reason":"` + strings.Repeat("r", fsm.MaxReasonBytes+1) + `"}`, "reason"},
-		{"zero rate", ActionLimit, `{"per_second":0}`, "above 0"},
-		{"negative rate", ActionLimit, `{"per_second":-3}`, "above 0"},
-		{"NaN", ActionLimit, `{"per_second":NaN}`, "body"},
-		{"huge", ActionLimit, `{"per_second":1e999}`, "body"},
-		{"neither", ActionLimit, `{}`, "one of the two"},
-		{"both", ActionLimit, `{"per_second":5,"clear":true}`, "one of the two"},
+		{"garbage", admin.ActionPause, `{"impl":`, "body"},
+		{"not an object", admin.ActionPause, `["payment"]`, "body"},
+		{"unknown field", admin.ActionPause, `{"impls":["payment"]}`, "unknown field"},
+		{"trailing data", admin.ActionPause, `{} {}`, "after the JSON object"},
+		{"too many impls", admin.ActionPause, string(manyImpls), "at most 64"},
+		{"empty impl", admin.ActionResume, `{"impl":[""]}`, "impl type"},
+		{"long reason", admin.ActionPause, `{"reason":"` + strings.Repeat("r", fsm.MaxReasonBytes+1) + `"}`, "reason"},
+		{"zero rate", admin.ActionLimit, `{"per_second":0}`, "above 0"},
+		{"negative rate", admin.ActionLimit, `{"per_second":-3}`, "above 0"},
+		{"NaN", admin.ActionLimit, `{"per_second":NaN}`, "body"},
+		{"huge", admin.ActionLimit, `{"per_second":1e999}`, "body"},
+		{"neither", admin.ActionLimit, `{}`, "one of the two"},
+		{"both", admin.ActionLimit, `{"per_second":5,"clear":true}`, "one of the two"},
 	} {
 		for _, n := range []*Node{leader, follower} {
 			status, body := post(t, n.HTTPAddr(), ringPath(testRing, tc.action), tc.body, nil)
@@ -139,11 +150,11 @@ func TestAdminControlsRefuseBadInput(t *testing.T) {
 		impls = append(impls, strings.Repeat("i", i+1))
 	}
 	b, _ := json.Marshal(admin.PauseRequest{Impl: impls})
-	if status, body := post(t, follower.HTTPAddr(), ringPath(testRing, ActionPause), string(b), nil); status != http.StatusOK {
+	if status, body := post(t, follower.HTTPAddr(), ringPath(testRing, admin.ActionPause), string(b), nil); status != http.StatusOK {
 		t.Fatalf("64 impl types: %d %s", status, body)
 	}
 	before := controlsOn(leader)
-	status, body := post(t, follower.HTTPAddr(), ringPath(testRing, ActionPause), `{"impl":["one-more"]}`, nil)
+	status, body := post(t, follower.HTTPAddr(), ringPath(testRing, admin.ActionPause), `{"impl":["one-more"]}`, nil)
 	if status != http.StatusBadRequest || !strings.Contains(body, "at most 64") {
 		t.Fatalf("a 65th impl type: %d %s", status, body)
 	}
@@ -155,10 +166,10 @@ func TestAdminControlsRefuseBadInput(t *testing.T) {
 		method, path string
 		status       int
 	}{
-		{http.MethodGet, ringPath(testRing, ActionPause), http.StatusMethodNotAllowed},
-		{http.MethodPost, PathRings + "eu/c1/orders/explode", http.StatusNotFound},
-		{http.MethodPost, PathRings + "eu/c1/pause", http.StatusNotFound},
-		{http.MethodPost, PathRings + "eu//orders/pause", http.StatusBadRequest},
+		{http.MethodGet, ringPath(testRing, admin.ActionPause), http.StatusMethodNotAllowed},
+		{http.MethodPost, admin.PathRings + "eu/c1/orders/explode", http.StatusNotFound},
+		{http.MethodPost, admin.PathRings + "eu/c1/pause", http.StatusNotFound},
+		{http.MethodPost, admin.PathRings + "eu//orders/pause", http.StatusBadRequest},
 	} {
 		req, _ := http.NewRequest(tc.method, "http://"+follower.HTTPAddr()+tc.path, bytes.NewReader([]byte(`{}`)))
 		resp, err := http.DefaultClient.Do(req)
@@ -177,7 +188,7 @@ func TestAdminControlsRefuseBadInput(t *testing.T) {
 func TestAdminControlsWithoutAQuorum(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
-	if status, body := post(t, leader.HTTPAddr(), ringPath(testRing, ActionLimit), `{"per_second":10}`, nil); status != http.StatusOK {
+	if status, body := post(t, leader.HTTPAddr(), ringPath(testRing, admin.ActionLimit), `{"per_second":10}`, nil); status != http.StatusOK {
 		t.Fatalf("limit: %d %s", status, body)
 	}
 	followers := c.followers(leader)
@@ -186,7 +197,7 @@ func TestAdminControlsWithoutAQuorum(t *testing.T) {
 	followers[1].Kill()
 	leader.Kill()
 	eventually(t, 10*time.Second, "the survivor knows no leader", func() bool { id, _ := survivor.Leader(); return id == "" })
-	status, body := post(t, survivor.HTTPAddr(), ringPath(testRing, ActionPause), `{"reason":"no quorum"}`, nil)
+	status, body := post(t, survivor.HTTPAddr(), ringPath(testRing, admin.ActionPause), `{"reason":"no quorum"}`, nil)
 	var we lease.WireError
 	_ = json.Unmarshal([]byte(body), &we)
 	if status != http.StatusServiceUnavailable || (we.Code != lease.CodeNoLeader && we.Code != lease.CodeUnavailable) {

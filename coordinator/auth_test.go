@@ -221,7 +221,7 @@ func TestAdminBearerTokenAtTheEdge(t *testing.T) {
 	c := authCluster(t, dir, nil)
 	leader := c.leader()
 	follower := c.followers(leader)[0]
-	path := ringPath(testRing, ActionPause)
+	path := ringPath(testRing, admin.ActionPause)
 	index0, _ := appliedState(leader)
 
 	for _, n := range []*Node{follower, leader} {
@@ -257,7 +257,7 @@ func TestAdminBearerTokenAtTheEdge(t *testing.T) {
 	if ctl := controlsOn(leader); ctl == nil || !ctl.Paused {
 		t.Fatalf("pause not committed: %+v", ctl)
 	}
-	resume := ringPath(testRing, ActionResume)
+	resume := ringPath(testRing, admin.ActionResume)
 	// The scheme is case-insensitive.
 	lower := map[string]string{"Authorization": "bearer " + tokAdmin}
 	if status, _, body := httpDo(t, http.MethodPost, leader.HTTPAddr(), resume, `{}`, lower); status != http.StatusOK {

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/coordinator/auth"
 
 	"context"
@@ -75,7 +76,7 @@ type Config struct {
 	Join []string
 	// Replace (--replace), with Join: this node takes the place of the voter of its node id, at
 	// whatever address it is, and even when this node starts from an empty data directory. The
-	// leader refuses such a join otherwise (ErrPeerConflict): only the operator knows that the
+	// leader refuses such a join otherwise (admin.ErrPeerConflict): only the operator knows that the
 	// old node is gone for good.
 	Replace bool
 	// Recover rewrites the stored Raft configuration before starting, after a lost quorum: to
@@ -237,7 +238,7 @@ func (c Config) Validate() error {
 	if err := c.Timing.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	if !validNodeID(c.NodeID) {
+	if !admin.ValidNodeID(c.NodeID) {
 		return fmt.Errorf("%w: node id %q", ErrBadConfig, c.NodeID)
 	}
 	switch {

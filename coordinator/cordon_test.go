@@ -12,7 +12,9 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-func workerPath(id, action string) string { return PathWorkers + url.PathEscape(id) + "/" + action }
+func workerPath(id, action string) string {
+	return admin.PathWorkers + url.PathEscape(id) + "/" + action
+}
 
 // A cordoned worker stays connected with no range and is not Node-0 (Node-0 moves off it); the
 // other worker takes the whole ring only by the safe path (after the release); on uncordon the
@@ -27,7 +29,7 @@ func TestCordonedWorkerStaysConnectedWithNoRanges(t *testing.T) {
 
 	streamErr := a.lastStreamErr() // a first stream may have ended on a follower's not_leader
 	var got admin.CordonAnswer
-	status, body := post(t, follower.HTTPAddr(), workerPath("a", ActionCordon), ``, &got)
+	status, body := post(t, follower.HTTPAddr(), workerPath("a", admin.ActionCordon), ``, &got)
 	if status != http.StatusOK || !got.Cordoned || got.Ring != testRing || got.WorkerID != "a" || got.LeaderID != leader.cfg.NodeID {
 		t.Fatalf("cordon a through %s: %d %s", follower.cfg.NodeID, status, body)
 	}
@@ -66,11 +68,11 @@ func TestCordonedWorkerStaysConnectedWithNoRanges(t *testing.T) {
 		t.Errorf("the ring page does not show a as cordoned:\n%s", page)
 	}
 	// Cordoning again changes nothing and answers the same.
-	if status, body := post(t, leader.HTTPAddr(), workerPath("a", ActionCordon), `{"ring":{"region":"eu","cluster":"c1","service":"orders"}}`, &got); status != http.StatusOK || !got.Cordoned {
+	if status, body := post(t, leader.HTTPAddr(), workerPath("a", admin.ActionCordon), `{"ring":{"region":"eu","cluster":"c1","service":"orders"}}`, &got); status != http.StatusOK || !got.Cordoned {
 		t.Fatalf("second cordon: %d %s", status, body)
 	}
 
-	status, body = post(t, follower.HTTPAddr(), workerPath("a", ActionUncordon), `{}`, &got)
+	status, body = post(t, follower.HTTPAddr(), workerPath("a", admin.ActionUncordon), `{}`, &got)
 	if status != http.StatusOK || got.Cordoned {
 		t.Fatalf("uncordon a: %d %s", status, body)
 	}
@@ -104,13 +106,13 @@ func TestCordonRefusals(t *testing.T) {
 		status           int
 		want             string
 	}{
-		{"unknown worker", workerPath("nobody", ActionCordon), ``, http.StatusNotFound, "unknown_worker"},
-		{"unknown in the named ring", workerPath("nobody", ActionUncordon), `{"ring":{"region":"eu","cluster":"c1","service":"orders"}}`, http.StatusNotFound, "unknown_worker"},
-		{"in two rings", workerPath("a", ActionCordon), ``, http.StatusBadRequest, "eu/c1/billing, eu/c1/orders"},
-		{"bad body", workerPath("a", ActionCordon), `{"rings":1}`, http.StatusBadRequest, "unknown field"},
-		{"incomplete ring", workerPath("a", ActionCordon), `{"ring":{"region":"eu"}}`, http.StatusBadRequest, "region, cluster and service"},
-		{"no action", PathWorkers + "a/drain", ``, http.StatusNotFound, "no action"},
-		{"no worker id", PathWorkers + "/cordon", ``, http.StatusNotFound, "want POST"},
+		{"unknown worker", workerPath("nobody", admin.ActionCordon), ``, http.StatusNotFound, "unknown_worker"},
+		{"unknown in the named ring", workerPath("nobody", admin.ActionUncordon), `{"ring":{"region":"eu","cluster":"c1","service":"orders"}}`, http.StatusNotFound, "unknown_worker"},
+		{"in two rings", workerPath("a", admin.ActionCordon), ``, http.StatusBadRequest, "eu/c1/billing, eu/c1/orders"},
+		{"bad body", workerPath("a", admin.ActionCordon), `{"rings":1}`, http.StatusBadRequest, "unknown field"},
+		{"incomplete ring", workerPath("a", admin.ActionCordon), `{"ring":{"region":"eu"}}`, http.StatusBadRequest, "region, cluster and service"},
+		{"no action", admin.PathWorkers + "a/drain", ``, http.StatusNotFound, "no action"},
+		{"no worker id", admin.PathWorkers + "/cordon", ``, http.StatusNotFound, "want POST"},
 	} {
 		for _, n := range []*Node{leader, follower} {
 			status, body := post(t, n.HTTPAddr(), tc.path, tc.body, nil)

@@ -50,10 +50,13 @@
 // page), GET /v1/ring (the same view as JSON, view.go builds it in admin's types), /healthz,
 // /readyz and /metrics (metrics.go), which read the view and decide nothing (the leader's view
 // adds what workers reported, backlog.go and admin.RingBacklog: it is for people and alerts, and
-// no decision of the coordinator reads it); and the mutations POST
-// /v1/rings/{region}/{cluster}/{service}/pause|resume|limit (admin.go), which all pass through one
-// wrapper: the caller's authorization, strict input, forwarding from a follower to the leader,
-// the version gate (register.go), the commit.
+// no decision of the coordinator reads it); and the calls that change something (the ring and
+// worker calls, join, add-peer, remove-peer, step-down), whose handlers are package admin's too:
+// the caller's authorization at the edge, strict input, forwarding from a follower to the
+// leader. What they need of Raft is admin.Changer, which adminnode.go implements: the command
+// built and checked against the replicated state's bounds, the trial, the version gate
+// (register.go) and the commit (admin.go), the forwarding to the leader's address (admin.go), the
+// Raft configuration changes (membership.go) and the leadership transfer (status.go).
 //
 // Credentials and limits (auth.go, authfiles.go, limits.go), each off until configured: a SETUP
 // is admitted only with a token of its ring (checked before the connection is registered, so a

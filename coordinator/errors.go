@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -38,16 +39,11 @@ func (e dataDirInUse) Error() string {
 
 func (e dataDirInUse) Is(target error) bool { return target == ErrDataDirInUse }
 
-// ErrUpgradeIncomplete: the leader refused to propose a command because a server of the Raft
-// configuration registered an FSM version that does not know it (or none): that server would stop
-// applying the log at it. The admin API answers it with 409 upgrade_incomplete.
-var ErrUpgradeIncomplete = errors.New("upgrade_incomplete")
-
-// ErrPeerConflict: the leader refused to add a voter because a voter of that node id is in the
-// configuration already, at another address or with a log the joining node no longer has
-// (membership.go); the operator removes it first, or says replace. The admin API answers it with
-// 409 peer_conflict.
-var ErrPeerConflict = errors.New("peer_conflict")
+// ErrUpgradeIncomplete is admin.ErrUpgradeIncomplete, the sentinel the admin API answers 409
+// upgrade_incomplete: the leader refused to propose a command because a server of the Raft
+// configuration registered an FSM version that does not know it (or none). The proposals
+// (register.go) return it and the leader's term and settling wait on it under this name.
+var ErrUpgradeIncomplete = admin.ErrUpgradeIncomplete
 
 // commitErr maps the error of a Raft Apply (future error or FSM response) to the lease package's
 // wire catalog (lease.ErrNotLeader, lease.ErrUnavailable, ...), the only errors sent to workers,

@@ -435,7 +435,7 @@ func checkRouteAnswer(t *testing.T, route string, data []byte) {
 }
 
 // FuzzRingCommand: any ring names and body of a pause, resume or limit call either are refused
-// with bad_request or become a command that validates, reads back from the FSM's encoding as the
+// with bad_request (by admin's reading of the body or by the command's checks) or become a command that validates, reads back from the FSM's encoding as the
 // same command (the ring committed is the ring named), and applies to an empty state (the trial
 // the leader runs before it commits); never a panic.
 func FuzzRingCommand(f *testing.F) {
@@ -443,7 +443,7 @@ func FuzzRingCommand(f *testing.F) {
 		f.Add(seed.action, testRing.Region, testRing.Cluster, testRing.Service, []byte(seed.body))
 	}
 	f.Add(uint8(0), "eu", "c1", "\x95", []byte(`{}`))
-	actions := []string{ActionPause, ActionResume, ActionLimit}
+	actions := []string{admin.ActionPause, admin.ActionResume, admin.ActionLimit}
 	f.Fuzz(func(t *testing.T, which uint8, region, cluster, service string, body []byte) {
 		action := actions[int(which)%len(actions)]
 		ring := lease.RingKey{Region: region, Cluster: cluster, Service: service}
@@ -489,7 +489,7 @@ func sameControlsCommand(a, b fsm.Command) bool {
 }
 
 // fuzzAdminBodies are admin call bodies from the tests and the docs, and damaged ones; action
-// indexes ActionPause, ActionResume, ActionLimit, then the register call.
+// indexes admin.ActionPause, admin.ActionResume, admin.ActionLimit, then the register call.
 var fuzzAdminBodies = []struct {
 	action uint8
 	body   string
@@ -520,13 +520,13 @@ func FuzzAdminRequests(f *testing.F) {
 	leader := c.leader()
 	eventually(f, 30*time.Second, "the leader ready", func() bool { t := leader.currentTerm(); return t != nil && t.isReady() })
 	h := leader.httpHandler()
-	actions := []string{ActionPause, ActionResume, ActionLimit, "register"}
+	actions := []string{admin.ActionPause, admin.ActionResume, admin.ActionLimit, "register"}
 	f.Fuzz(func(t *testing.T, which uint8, region, cluster, service string, body []byte) {
 		action := actions[int(which)%len(actions)]
 		ring := lease.RingKey{Region: region, Cluster: cluster, Service: service}
 		path := PathRegister
 		if action != "register" {
-			path = PathRings + url.PathEscape(region) + "/" + url.PathEscape(cluster) + "/" + url.PathEscape(service) + "/" + action
+			path = admin.PathRings + url.PathEscape(region) + "/" + url.PathEscape(cluster) + "/" + url.PathEscape(service) + "/" + action
 		}
 		req, err := http.NewRequest(http.MethodPost, "http://admin"+path, bytes.NewReader(body))
 		if err != nil {

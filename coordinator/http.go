@@ -30,18 +30,12 @@ const (
 // the page) with the routes whose handlers read or change Raft and the replicated state here.
 func (n *Node) httpHandler() http.Handler {
 	s := admin.New(adminNode{n}, n.log)
+	s.ServeChanges(adminNode{n})
 	s.Handle(PathMetrics, http.MethodGet, n.serveMetrics)
 	s.Handle(PathRegister, http.MethodPost, n.serveRegister)
 	s.Handle(PathStatus, http.MethodGet, n.serveStatus)
 	s.Handle(PathPeers, http.MethodGet, n.servePeers)
-	s.Handle(PathStepDown, http.MethodPost, n.serveStepDown)
-	// membership.go
-	s.Handle(PathJoin, http.MethodPost, n.serveJoin)
-	s.Handle(PathAddPeer, http.MethodPost, n.serveAddPeer)
-	s.Handle(PathRemovePeer, http.MethodPost, n.serveRemovePeer)
-	s.HandlePrefix(PathRings, n.serveRingAction)
 	s.HandlePrefix(PathProfiles, n.serveProfiles)
-	s.HandlePrefix(PathWorkers, n.serveWorkerAction)
 	return s
 }
 

@@ -18,20 +18,6 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// Membership of the Raft configuration: a node started with Config.Join asks to be added as a
-// voter (PathJoin, coordinators only), and operators add and remove voters (PathAddPeer,
-// PathRemovePeer; ctl add-peer and remove-peer). Every change is made by the leader, whatever node
-// is called: a follower forwards the call, as it forwards every mutating admin call.
-const (
-	// PathJoin is the internal call of a node started with --join: POST PeerRequest.
-	PathJoin = "/v1/internal/join"
-	// PathAddPeer adds a voter: POST PeerRequest (id and raft_addr). Answers PeerChangeAnswer.
-	PathAddPeer = "/v1/peers/add"
-	// PathRemovePeer removes a voter and its registration: POST PeerRequest (id). Answers
-	// PeerChangeAnswer.
-	PathRemovePeer = "/v1/peers/remove"
-)
-
 // errJoinUnchecked: the leader refused the fields by which a join is checked (dry_run,
 // empty_log, replace) as unknown: it runs an older release.
 var errJoinUnchecked = errors.New("the leader does not know the join's checks")
@@ -43,66 +29,7 @@ const (
 	peerChangeTimeout = 10 * time.Second
 )
 
-// validatePeer checks p: a node id, and a Raft address when needAddr (to add it).
-func validatePeer(p admin.PeerRequest, needAddr bool) error {
-	switch {
-	case !validNodeID(p.ID):
-		return fmt.Errorf("%w: want a node id (no spaces or slashes, at most 128 bytes), got %q", lease.ErrBadRequest, p.ID)
-	case needAddr && (p.RaftAddr == "" || !strings.Contains(p.RaftAddr, ":")):
-		return fmt.Errorf("%w: want the new voter's raft address as host:port, got %q", lease.ErrBadRequest, p.RaftAddr)
-	}
-	return nil
-}
-
-func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
-	n.peerChange(w, r, true, n.addVoter)
-}
-
-func (n *Node) serveAddPeer(w http.ResponseWriter, r *http.Request) {
-	n.peerChange(w, r, true, n.addVoter)
-}
-
-func (n *Node) serveRemovePeer(w http.ResponseWriter, r *http.Request) {
-	n.peerChange(w, r, false, n.removeVoter)
-}
-
-// peerChange is mutation for the Raft configuration: authorize, read and check the body (400 on
-// any node), forward to the leader from a follower, and on the leader make the change and
-// answer the configuration.
-func (n *Node) peerChange(w http.ResponseWriter, r *http.Request, needAddr bool, change func(admin.PeerRequest) error) {
-	body, ok := readAdminBody(w, r)
-	if !ok {
-		return
-	}
-	var req admin.PeerRequest
-	if err := decodeStrict(body, &req); err != nil {
-		writeAdminError(w, err)
-		return
-	}
-	if err := validatePeer(req, needAddr); err != nil {
-		writeAdminError(w, err)
-		return
-	}
-	if t := n.currentTerm(); t == nil || !t.isReady() {
-		n.forward(w, r, body)
-		return
-	}
-	if err := change(req); err != nil {
-		writeAdminError(w, err)
-		return
-	}
-	if !req.DryRun {
-		n.log.Info().Str("path", r.URL.Path).Str("peer_id", req.ID).Str("peer_raft_addr", req.RaftAddr).
-			Bool("replace", req.Replace).Str("remote", r.RemoteAddr).Msg("raft configuration changed")
-	}
-	servers, err := n.configuration()
-	if err != nil {
-		writeAdminError(w, err)
-		return
-	}
-	admin.WriteJSON(w, http.StatusOK, admin.PeerChangeAnswer{LeaderID: n.cfg.NodeID, Servers: servers})
-}
-
+// configuration is the Raft configuration as this node has it (admin.Changer's Configuration).
 func (n *Node) configuration() ([]admin.RaftServerView, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -121,7 +48,7 @@ func (n *Node) configuration() ([]admin.RaftServerView, error) {
 // AddVoter would re-address a voter of the same id, evicting a healthy node for an impostor):
 // a voter of that id at another address, or a registered voter of that id that asks to join again
 // from an empty data directory (it may vote a second time in a term it voted in), is refused with
-// ErrPeerConflict unless the request says Replace.
+// admin.ErrPeerConflict unless the request says Replace.
 func (n *Node) addVoter(p admin.PeerRequest) error {
 	servers, err := n.configuration()
 	if err != nil {
@@ -139,7 +66,7 @@ func (n *Node) addVoter(p admin.PeerRequest) error {
 	if p.Replace {
 		if p.ID == n.cfg.NodeID {
 			return fmt.Errorf("%w: node id %s is the leader answering this call, so it is running: stop it (or ctl step-down and stop it) before replacing it",
-				ErrPeerConflict, p.ID)
+				admin.ErrPeerConflict, p.ID)
 		}
 		if p.DryRun {
 			return nil
@@ -151,11 +78,11 @@ func (n *Node) addVoter(p admin.PeerRequest) error {
 	case have.RaftAddr != p.RaftAddr:
 		return fmt.Errorf("%w: node id %s is a voter already, at %s; adding it at %s would evict that voter, so the cluster keeps it: "+
 			"if the node at %s is gone for good, run `ctl remove-peer %s` first, or give --replace (docs/operations.md)",
-			ErrPeerConflict, p.ID, have.RaftAddr, p.RaftAddr, have.RaftAddr, p.ID)
+			admin.ErrPeerConflict, p.ID, have.RaftAddr, p.RaftAddr, have.RaftAddr, p.ID)
 	case p.EmptyLog && registered(n, p.ID):
 		return fmt.Errorf("%w: node id %s is a voter at %s already, and asks to join from an empty data dir: a voter that lost its log could vote twice in one term; "+
 			"if its data is lost for good, run `ctl remove-peer %s` first, or give --replace (docs/operations.md)",
-			ErrPeerConflict, p.ID, p.RaftAddr, p.ID)
+			admin.ErrPeerConflict, p.ID, p.RaftAddr, p.ID)
 	default:
 		return nil
 	}
@@ -243,7 +170,7 @@ func configErr(err error) error {
 	}
 }
 
-// joinLoop runs on a node started with Join until the node is in the Raft configuration: it asks
+// joinLoop runs on a node started with Join (the join: admin.PathJoin) until the node is in the Raft configuration: it asks
 // each given coordinator in turn to add it (a follower forwards to the leader). Such a node never
 // bootstraps (startRaft), so until then it neither votes nor stands for election.
 func (n *Node) joinLoop() {
@@ -302,7 +229,7 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte, dryRun b
 		case <-ctx.Done():
 		}
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.adminURL(addr, PathJoin), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.adminURL(addr, admin.PathJoin), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -317,7 +244,7 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte, dryRun b
 	if resp.StatusCode != http.StatusOK {
 		var we lease.WireError
 		_ = json.Unmarshal(answer, &we)
-		if resp.StatusCode == http.StatusConflict && we.Code == CodePeerConflict {
+		if resp.StatusCode == http.StatusConflict && we.Code == admin.CodePeerConflict {
 			return fmt.Errorf("%w by %s: %s", ErrJoinRefused, addr, we.Message)
 		}
 		if resp.StatusCode == http.StatusBadRequest && strings.Contains(we.Message, "unknown field") {

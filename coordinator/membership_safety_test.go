@@ -165,11 +165,11 @@ func TestReplaceTakesTheVotersPlace(t *testing.T) {
 
 	ln := listenLoopback(t)
 	newAddr := ln.Addr().String()
-	status, body := post(t, leader.HTTPAddr(), PathAddPeer, `{"id":"`+id+`","raft_addr":"`+newAddr+`"}`, nil)
+	status, body := post(t, leader.HTTPAddr(), admin.PathAddPeer, `{"id":"`+id+`","raft_addr":"`+newAddr+`"}`, nil)
 	if status != http.StatusConflict || !strings.Contains(body, `"error":"peer_conflict"`) || !strings.Contains(body, "would evict that voter") {
 		t.Fatalf("add-peer of %s at a new address: %d %s, want 409 peer_conflict", id, status, body)
 	}
-	if status, body := post(t, leader.HTTPAddr(), PathAddPeer, `{"id":"`+leader.cfg.NodeID+`","raft_addr":"`+newAddr+`","replace":true}`, nil); status != http.StatusConflict ||
+	if status, body := post(t, leader.HTTPAddr(), admin.PathAddPeer, `{"id":"`+leader.cfg.NodeID+`","raft_addr":"`+newAddr+`","replace":true}`, nil); status != http.StatusConflict ||
 		!strings.Contains(body, "is the leader answering this call") {
 		t.Fatalf("replacing the leader: %d %s, want 409", status, body)
 	}
@@ -344,7 +344,7 @@ func TestUnregisteredVoterIsNamedAsTheLikelyCause(t *testing.T) {
 	nobody := listenLoopback(t)
 	addr := nobody.Addr().String()
 	_ = nobody.Close()
-	if status, body := post(t, leader.HTTPAddr(), PathAddPeer, `{"id":"c4","raft_addr":"`+addr+`"}`, nil); status != http.StatusOK {
+	if status, body := post(t, leader.HTTPAddr(), admin.PathAddPeer, `{"id":"c4","raft_addr":"`+addr+`"}`, nil); status != http.StatusOK {
 		t.Fatalf("add-peer c4: %d %s", status, body)
 	}
 	err := leader.apply(&fsm.Pause{Ring: testRing, Reason: "deploy"})
@@ -390,7 +390,7 @@ func TestJoinThroughAnOlderLeaderIsUnchecked(t *testing.T) {
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			writeAdminError(w, fmt.Errorf("%w: body: %w", lease.ErrBadRequest, err))
+			admin.WriteError(w, fmt.Errorf("%w: body: %w", lease.ErrBadRequest, err))
 			return
 		}
 		mu.Lock()

@@ -90,7 +90,7 @@ func TestReplaceADeadNode(t *testing.T) {
 	}
 
 	var ans admin.PeerChangeAnswer
-	if status, body := post(t, alive.HTTPAddr(), PathRemovePeer, `{"id":"`+dead.cfg.NodeID+`"}`, &ans); status != http.StatusOK {
+	if status, body := post(t, alive.HTTPAddr(), admin.PathRemovePeer, `{"id":"`+dead.cfg.NodeID+`"}`, &ans); status != http.StatusOK {
 		t.Fatalf("remove-peer %s through %s: %d %s", dead.cfg.NodeID, alive.cfg.NodeID, status, body)
 	}
 	if ans.LeaderID != leader.cfg.NodeID || len(ans.Servers) != 2 {
@@ -100,16 +100,16 @@ func TestReplaceADeadNode(t *testing.T) {
 		t.Fatalf("%s is still registered after remove-peer", dead.cfg.NodeID)
 	}
 	// Again: idempotent.
-	if status, body := post(t, leader.HTTPAddr(), PathRemovePeer, `{"id":"`+dead.cfg.NodeID+`"}`, nil); status != http.StatusOK {
+	if status, body := post(t, leader.HTTPAddr(), admin.PathRemovePeer, `{"id":"`+dead.cfg.NodeID+`"}`, nil); status != http.StatusOK {
 		t.Fatalf("remove-peer again: %d %s", status, body)
 	}
 	// Bad input is refused by any node, nothing changed.
 	for _, body := range []string{`{"id":""}`, `{"id":"c9","bogus":1}`, `not json`} {
-		if status, _ := post(t, alive.HTTPAddr(), PathRemovePeer, body, nil); status != http.StatusBadRequest {
+		if status, _ := post(t, alive.HTTPAddr(), admin.PathRemovePeer, body, nil); status != http.StatusBadRequest {
 			t.Fatalf("remove-peer %s: %d, want 400", body, status)
 		}
 	}
-	if status, _ := post(t, alive.HTTPAddr(), PathAddPeer, `{"id":"c9"}`, nil); status != http.StatusBadRequest {
+	if status, _ := post(t, alive.HTTPAddr(), admin.PathAddPeer, `{"id":"c9"}`, nil); status != http.StatusBadRequest {
 		t.Fatalf("add-peer without an address: %d, want 400", status)
 	}
 
@@ -134,7 +134,7 @@ func TestAddPeerThenStartIt(t *testing.T) {
 	ln := listenLoopback(t)
 	addr := ln.Addr().String()
 	var ans admin.PeerChangeAnswer
-	if status, body := post(t, c.followers(leader)[0].HTTPAddr(), PathAddPeer, `{"id":"c4","raft_addr":"`+addr+`"}`, &ans); status != http.StatusOK {
+	if status, body := post(t, c.followers(leader)[0].HTTPAddr(), admin.PathAddPeer, `{"id":"c4","raft_addr":"`+addr+`"}`, &ans); status != http.StatusOK {
 		t.Fatalf("add-peer: %d %s", status, body)
 	}
 	if !slices.ContainsFunc(ans.Servers, func(p admin.RaftServerView) bool { return p.ID == "c4" && p.RaftAddr == addr && p.Voter }) {
@@ -184,7 +184,7 @@ func TestRemoveTheLeader(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
 	follower := c.followers(leader)[0]
-	if status, body := post(t, follower.HTTPAddr(), PathRemovePeer, `{"id":"`+leader.cfg.NodeID+`"}`, nil); status != http.StatusOK {
+	if status, body := post(t, follower.HTTPAddr(), admin.PathRemovePeer, `{"id":"`+leader.cfg.NodeID+`"}`, nil); status != http.StatusOK {
 		t.Fatalf("remove-peer of the leader: %d %s", status, body)
 	}
 	var next *Node
@@ -211,10 +211,10 @@ func TestAdminCallRightAfterTheLeadersRemoval(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
 	follower := c.followers(leader)[0]
-	if status, body := post(t, leader.HTTPAddr(), PathRemovePeer, `{"id":"`+leader.cfg.NodeID+`"}`, nil); status != http.StatusOK {
+	if status, body := post(t, leader.HTTPAddr(), admin.PathRemovePeer, `{"id":"`+leader.cfg.NodeID+`"}`, nil); status != http.StatusOK {
 		t.Fatalf("remove-peer of the leader: %d %s", status, body)
 	}
-	if status, body := post(t, follower.HTTPAddr(), PathRings+"eu/c1/orders/pause", `{}`, nil); status != http.StatusOK {
+	if status, body := post(t, follower.HTTPAddr(), admin.PathRings+"eu/c1/orders/pause", `{}`, nil); status != http.StatusOK {
 		t.Fatalf("a pause through a follower right after the leader's removal: %d %s", status, body)
 	}
 }

@@ -8,13 +8,6 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// ActionMovement sets a ring's movement mode:
-//
-//	POST /v1/rings/{region}/{cluster}/{service}/movement   MovementRequest
-//
-// It answers MovementAnswer, the setting as committed.
-const ActionMovement = "movement"
-
 func movementView(r *fsm.Ring) admin.MovementView {
 	v := admin.MovementView{Mode: r.Mode()}
 	if r == nil || r.Movement == nil {
@@ -29,12 +22,10 @@ func movementView(r *fsm.Ring) admin.MovementView {
 	return v
 }
 
-// movementCommand is the SetMovement of a movement call's body; bad input is lease.ErrBadRequest.
-func movementCommand(ring lease.RingKey, body []byte, atMs int64) (*fsm.SetMovement, error) {
-	var req admin.MovementRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
-	}
+// movementCommand is the SetMovement of a movement call (POST admin.PathRings...movement): the
+// mode and its parameters are checked here, against the replicated state's modes and bounds; bad
+// input is lease.ErrBadRequest.
+func movementCommand(ring lease.RingKey, req admin.MovementRequest, atMs int64) (*fsm.SetMovement, error) {
 	c := &fsm.SetMovement{Ring: ring, Mode: req.Mode, AtMs: atMs}
 	switch {
 	case req.Mode != fsm.ModeMinimal && req.Mode != fsm.ModeContiguous:

@@ -49,7 +49,7 @@ func TestMinimalMovementThroughTheAdminAPI(t *testing.T) {
 	gb, _ := b.latest()
 
 	var got admin.MovementAnswer
-	status, body := post(t, follower.HTTPAddr(), ringPath(testRing, ActionMovement), `{"mode":"minimal"}`, &got)
+	status, body := post(t, follower.HTTPAddr(), ringPath(testRing, admin.ActionMovement), `{"mode":"minimal"}`, &got)
 	if status != http.StatusOK || got.Ring != testRing || got.LeaderID != leader.cfg.NodeID || got.Movement.Mode != fsm.ModeMinimal ||
 		got.Movement.Tolerance != minimal.DefaultTolerance || got.Movement.MaxRanges != minimal.DefaultMaxRanges || got.Movement.SinceMs == 0 {
 		t.Fatalf("minimal mode through %s: %d %s", follower.cfg.NodeID, status, body)
@@ -139,7 +139,7 @@ func TestMovementRefusesBadInput(t *testing.T) {
 		{`{"mode":"minimal","maxranges":8}`, "unknown field"},
 	} {
 		for _, n := range []*Node{leader, follower} {
-			status, body := post(t, n.HTTPAddr(), ringPath(testRing, ActionMovement), tc.body, nil)
+			status, body := post(t, n.HTTPAddr(), ringPath(testRing, admin.ActionMovement), tc.body, nil)
 			if status != http.StatusBadRequest || !strings.Contains(body, tc.want) {
 				t.Errorf("%s through %s: %d %s, want 400 with %q", tc.body, n.cfg.NodeID, status, body, tc.want)
 			}
@@ -168,8 +168,8 @@ func TestMovementWaitsForTheUpgrade(t *testing.T) {
 		return false
 	})
 	for _, n := range c.nodes {
-		status, body := post(t, n.HTTPAddr(), ringPath(testRing, ActionMovement), `{"mode":"minimal"}`, nil)
-		if status != http.StatusConflict || !strings.Contains(body, CodeUpgradeIncomplete) ||
+		status, body := post(t, n.HTTPAddr(), ringPath(testRing, admin.ActionMovement), `{"mode":"minimal"}`, nil)
+		if status != http.StatusConflict || !strings.Contains(body, admin.CodeUpgradeIncomplete) ||
 			!strings.Contains(body, "set_movement needs FSM version 6 on every coordinator, and c3 ") || !strings.Contains(body, " version 5: finish the rolling upgrade first") {
 			t.Fatalf("minimal mode through %s with c3 at version 5: %d %s", n.cfg.NodeID, status, body)
 		}

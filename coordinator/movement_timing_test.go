@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/lease/minimal"
@@ -17,7 +18,7 @@ import (
 // left out); a 0, a value out of bounds or any of them with the contiguous mode is a bad request
 // that says which and why.
 func TestMovementCallCarriesTheTiming(t *testing.T) {
-	c, err := movementCommand(testRing, []byte(`{"mode":"minimal","return_delay_ms":30000,"idle_ms":60000,"step_moves":4}`), 7)
+	c, err := ringCommand(testRing, admin.ActionMovement, []byte(`{"mode":"minimal","return_delay_ms":30000,"idle_ms":60000,"step_moves":4}`), 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func TestMovementCallCarriesTheTiming(t *testing.T) {
 	if got := s.Ring(testRing).Movement.Config(); got.ReturnDelay != 30*time.Second || got.Idle != time.Minute || got.StepMoves != 4 {
 		t.Fatalf("committed setting: %+v", got)
 	}
-	c, err = movementCommand(testRing, []byte(`{"mode":"minimal"}`), 8)
+	c, err = ringCommand(testRing, admin.ActionMovement, []byte(`{"mode":"minimal"}`), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestMovementCallCarriesTheTiming(t *testing.T) {
 		`{"mode":"contiguous","idle_ms":5000}`:        "bad_request: tolerance, max_ranges, return_delay_ms, idle_ms and step_moves are parameters of the minimal mode; the contiguous mode takes none",
 		`{"mode":"minimal","return_delay_ms":"10s"}`:  "bad_request: body: json: cannot unmarshal string",
 	} {
-		_, err := movementCommand(testRing, []byte(body), 9)
+		_, err := ringCommand(testRing, admin.ActionMovement, []byte(body), 9)
 		if !errors.Is(err, lease.ErrBadRequest) || len(err.Error()) < len(want) || err.Error()[:len(want)] != want {
 			t.Errorf("%s: %v, want %q", body, err, want)
 		}
@@ -64,7 +65,7 @@ func TestMovementCallCarriesTheTiming(t *testing.T) {
 func TestEvenOutThroughTheLeader(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	addrs := c.rsocketAddrs()
-	status, body := post(t, c.leader().HTTPAddr(), ringPath(testRing, ActionMovement),
+	status, body := post(t, c.leader().HTTPAddr(), ringPath(testRing, admin.ActionMovement),
 		`{"mode":"minimal","return_delay_ms":1000,"idle_ms":1000}`, nil)
 	if status != http.StatusOK {
 		t.Fatalf("minimal mode: %d %s", status, body)

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/retryring/retryring/coordinator/admin"
 )
 
 // Peers (--peers) is the one list a cluster bootstraps from, so a typo in it costs a voter or a
@@ -71,7 +73,7 @@ func (p Peer) validate() error {
 		return bad("raft address %q contains a space", p.RaftAddr)
 	case p.ID == "" || p.RaftAddr == "":
 		return bad("needs an id and a raft address (id=host:port)")
-	case !validNodeID(p.ID):
+	case !admin.ValidNodeID(p.ID):
 		return bad("%q is not a node id (no spaces or slashes, at most 128 bytes)", p.ID)
 	}
 	host, port, err := net.SplitHostPort(p.RaftAddr)
@@ -88,10 +90,6 @@ func (p Peer) validate() error {
 		return bad("raft address %q: port %q is not a number from 1 to 65535", p.RaftAddr, port)
 	}
 	return nil
-}
-
-func validNodeID(id string) bool {
-	return id != "" && !strings.ContainsAny(id, " \t\n\x00/") && len(id) <= 128
 }
 
 func peersString(peers []Peer) string {

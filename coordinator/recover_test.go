@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestRecoverTheSurvivorOfALostQuorum(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	leader := c.leader()
-	if status, body := post(t, leader.HTTPAddr(), ringPath(testRing, ActionPause), `{"impl":["refund"],"reason":"before the loss"}`, nil); status != http.StatusOK {
+	if status, body := post(t, leader.HTTPAddr(), ringPath(testRing, admin.ActionPause), `{"impl":["refund"],"reason":"before the loss"}`, nil); status != http.StatusOK {
 		t.Fatalf("pause: %d %s", status, body)
 	}
 	w := newTestWorker(t, "w1", c.rsocketAddrs()...)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -71,7 +72,7 @@ func TestShareMovesToTheMemberWithWork(t *testing.T) {
 		}
 		return all.Equal(lease.Ranges{lease.FullRing})
 	})
-	if status, body := post(t, leader.HTTPAddr(), ringPath(testRing, ActionLimit), `{"per_second":60}`, nil); status != http.StatusOK {
+	if status, body := post(t, leader.HTTPAddr(), ringPath(testRing, admin.ActionLimit), `{"per_second":60}`, nil); status != http.StatusOK {
 		t.Fatalf("limit: %d %s", status, body)
 	}
 	split := func(what string, want ...float64) {

@@ -17,15 +17,13 @@ import (
 	"github.com/retryring/retryring/lease"
 )
 
-// Paths of the operator calls behind ctl status, ctl peers and ctl step-down.
+// Paths of the operator calls behind ctl status and ctl peers (ctl step-down: admin.PathStepDown).
 const (
 	// PathStatus: GET, StatusAnswer. With ?local=1 only this node's NodeStatus (what a node asks
 	// of its peers; no call goes further).
 	PathStatus = "/v1/status"
 	// PathPeers: GET, PeersAnswer: every server of the Raft configuration as it describes itself.
 	PathPeers = "/v1/peers"
-	// PathStepDown: POST StepDownRequest, StepDownAnswer. A follower forwards it to the leader.
-	PathStepDown = "/v1/leader/step-down"
 )
 
 // peerTimeout bounds one status call to a peer: ctl peers shows a silent peer as unreachable
@@ -92,14 +90,14 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 func (n *Node) servePeers(w http.ResponseWriter, r *http.Request) {
 	ans := admin.PeersAnswer{CoordinatorID: n.cfg.NodeID, Peers: []admin.PeerStatus{}}
 	if n.raft == nil {
-		writeAdminError(w, fmt.Errorf("%w: raft not started", lease.ErrUnavailable))
+		admin.WriteError(w, fmt.Errorf("%w: raft not started", lease.ErrUnavailable))
 		return
 	}
 	_, lid := n.raft.LeaderWithID()
 	ans.LeaderID = string(lid)
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		writeAdminError(w, fmt.Errorf("%w: read the raft configuration: %w", lease.ErrUnavailable, err))
+		admin.WriteError(w, fmt.Errorf("%w: read the raft configuration: %w", lease.ErrUnavailable, err))
 		return
 	}
 	servers := f.Configuration().Servers
@@ -198,44 +196,31 @@ func (n *Node) peerStatus(ctx context.Context, addr string) (admin.NodeStatus, e
 	return st, nil
 }
 
-// serveStepDown hands the lead over (POST /v1/leader/step-down). A follower forwards the call to
-// the leader, like every mutating admin call; the leader transfers the lead with Raft's
-// leadership transfer, to the named voter or to the one Raft picks, and answers once it sees who
-// took over. Its leader term ends like on any lost election: workers follow the new leader, whose
-// renewals keep every lease (invariant 4).
-func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
-	body, ok := readAdminBody(w, r)
-	if !ok {
-		return
-	}
-	var req admin.StepDownRequest
-	if err := decodeStrict(body, &req); err != nil {
-		writeAdminError(w, err)
-		return
-	}
+// stepDown hands the lead over (admin.Changer's StepDown, POST admin.PathStepDown) with Raft's
+// leadership transfer, to the named voter or to the one Raft picks, and says who took over once it
+// sees it; admin.ErrNotLeading when this node is not Raft's leader, and admin forwards. Its leader
+// term ends like on any lost election: workers follow the new leader, whose renewals keep every
+// lease (invariant 4).
+func (n *Node) stepDown(ctx context.Context, to string) (admin.StepDownAnswer, error) {
 	if n.raft == nil || n.raft.State() != raft.Leader {
-		n.forward(w, r, body)
-		return
+		return admin.StepDownAnswer{}, admin.ErrNotLeading
 	}
 	start := n.clock.Now()
 	var future raft.Future
-	if req.To == "" {
+	if to == "" {
 		future = n.raft.LeadershipTransfer()
 	} else {
-		addr, ok := n.voterAddr(req.To)
+		addr, ok := n.voterAddr(to)
 		switch {
-		case req.To == n.cfg.NodeID:
-			writeAdminError(w, fmt.Errorf("%w: %s already leads; name another voter, or none", lease.ErrBadRequest, req.To))
-			return
+		case to == n.cfg.NodeID:
+			return admin.StepDownAnswer{}, fmt.Errorf("%w: %s already leads; name another voter, or none", lease.ErrBadRequest, to)
 		case !ok:
-			writeAdminError(w, fmt.Errorf("%w: %q is not a voter of the raft configuration", lease.ErrBadRequest, req.To))
-			return
+			return admin.StepDownAnswer{}, fmt.Errorf("%w: %q is not a voter of the raft configuration", lease.ErrBadRequest, to)
 		}
-		future = n.raft.LeadershipTransferToServer(raft.ServerID(req.To), addr)
+		future = n.raft.LeadershipTransferToServer(raft.ServerID(to), addr)
 	}
 	if err := n.awaitFuture(future); err != nil {
-		writeAdminError(w, fmt.Errorf("%w: leadership transfer from %s failed: %w", lease.ErrUnavailable, n.cfg.NodeID, err))
-		return
+		return admin.StepDownAnswer{}, fmt.Errorf("%w: leadership transfer from %s failed: %w", lease.ErrUnavailable, n.cfg.NodeID, err)
 	}
 	ans := admin.StepDownAnswer{PreviousLeader: n.cfg.NodeID}
 	deadline := time.Now().Add(stepDownWait)
@@ -245,19 +230,17 @@ func (n *Node) serveStepDown(w http.ResponseWriter, r *http.Request) {
 			ans.LeaderID = string(lid)
 			break
 		}
-		if time.Now().After(deadline) || r.Context().Err() != nil {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
 		select {
 		case <-time.After(5 * time.Millisecond):
 		case <-n.stop:
-			writeAdminError(w, fmt.Errorf("%w: %s is shutting down", lease.ErrUnavailable, n.cfg.NodeID))
-			return
+			return admin.StepDownAnswer{}, fmt.Errorf("%w: %s is shutting down", lease.ErrUnavailable, n.cfg.NodeID)
 		}
 	}
 	ans.Term, ans.TookMs = n.raft.CurrentTerm(), n.clock.Now().Sub(start).Milliseconds()
-	n.log.Info().Str("to", ans.LeaderID).Int64("took_ms", ans.TookMs).Str("remote", r.RemoteAddr).Msg("stepped down")
-	admin.WriteJSON(w, http.StatusOK, ans)
+	return ans, nil
 }
 
 // voterAddr is the Raft address of the voter id of the configuration.

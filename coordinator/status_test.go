@@ -83,7 +83,7 @@ func TestStepDownThroughAFollower(t *testing.T) {
 		{`{"to":"` + leader.cfg.NodeID + `"}`, "already leads"},
 		{`{"too":"c2"}`, "unknown field"},
 	} {
-		status, body := post(t, followers[0].HTTPAddr(), PathStepDown, tc.body, nil)
+		status, body := post(t, followers[0].HTTPAddr(), admin.PathStepDown, tc.body, nil)
 		if status != http.StatusBadRequest || !strings.Contains(body, tc.want) {
 			t.Errorf("step-down %s: %d %s, want 400 with %q", tc.body, status, body, tc.want)
 		}
@@ -91,7 +91,7 @@ func TestStepDownThroughAFollower(t *testing.T) {
 
 	target := followers[1]
 	var got admin.StepDownAnswer
-	status, body := post(t, followers[0].HTTPAddr(), PathStepDown, `{"to":"`+target.cfg.NodeID+`"}`, &got)
+	status, body := post(t, followers[0].HTTPAddr(), admin.PathStepDown, `{"to":"`+target.cfg.NodeID+`"}`, &got)
 	if status != http.StatusOK || got.PreviousLeader != leader.cfg.NodeID || got.LeaderID != target.cfg.NodeID {
 		t.Fatalf("step-down to %s: %d %s", target.cfg.NodeID, status, body)
 	}
@@ -108,7 +108,7 @@ func TestStepDownThroughAFollower(t *testing.T) {
 	}
 
 	// Without --to, Raft picks the voter.
-	status, body = post(t, target.HTTPAddr(), PathStepDown, ``, &got)
+	status, body = post(t, target.HTTPAddr(), admin.PathStepDown, ``, &got)
 	if status != http.StatusOK || got.PreviousLeader != target.cfg.NodeID || got.LeaderID == "" || got.LeaderID == target.cfg.NodeID {
 		t.Fatalf("step-down without a target: %d %s", status, body)
 	}

@@ -182,7 +182,7 @@ func TestTLSClusterServesLeasesAndSurvivesLeaderKill(t *testing.T) {
 	// certificate), and the caller reaches the follower over https.
 	follower := c.followers(next)[0]
 	caller := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.raftCA.Pool()}}}
-	resp, err := caller.Post("https://"+follower.HTTPAddr()+ringPath(testRing, ActionPause), "application/json", strings.NewReader(`{"reason":"tls"}`))
+	resp, err := caller.Post("https://"+follower.HTTPAddr()+ringPath(testRing, admin.ActionPause), "application/json", strings.NewReader(`{"reason":"tls"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

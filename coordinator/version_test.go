@@ -45,8 +45,8 @@ func TestVersionGateAndFailStop(t *testing.T) {
 	}
 	// The admin caller is told what holds the change up, through any node.
 	for _, n := range c.nodes {
-		status, body := post(t, n.HTTPAddr(), ringPath(testRing, ActionPause), `{"reason":"deploy"}`, nil)
-		if status != http.StatusConflict || !strings.Contains(body, CodeUpgradeIncomplete) || !strings.Contains(body, "c3 registered version 1") {
+		status, body := post(t, n.HTTPAddr(), ringPath(testRing, admin.ActionPause), `{"reason":"deploy"}`, nil)
+		if status != http.StatusConflict || !strings.Contains(body, admin.CodeUpgradeIncomplete) || !strings.Contains(body, "c3 registered version 1") {
 			t.Fatalf("pause through %s with c3 at version 1: %d %s, want 409 upgrade_incomplete naming c3", n.cfg.NodeID, status, body)
 		}
 	}

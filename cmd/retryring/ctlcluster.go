@@ -114,7 +114,7 @@ of an election timeout.`,
 			fs.StringVar(&req.To, "to", "", "the voter to hand the lead to (default: the one Raft finds most up to date)")
 		},
 		func(cmd *cobra.Command, c *ctlConn, _ []string) error {
-			body, err := c.post(cmd.Context(), coordinator.PathStepDown, req, ctlStepDownTimeout)
+			body, err := c.post(cmd.Context(), admin.PathStepDown, req, ctlStepDownTimeout)
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
@@ -64,7 +63,7 @@ lease renewal. The ring need not exist yet. The pause is replicated: it survives
 			fs.StringArrayVar(&req.Impl, "impl", nil, "pause only executions of this stacksaga impl type (repeat for more)")
 			fs.StringVar(&req.Reason, "reason", "", "why, for the people who look at the ring (kept from the last pause when not given)")
 		},
-		func(cmd *cobra.Command, f *controlFlags) error { return f.call(cmd, coordinator.ActionPause, req) })
+		func(cmd *cobra.Command, f *controlFlags) error { return f.call(cmd, admin.ActionPause, req) })
 }
 
 func newResumeCommand() *cobra.Command {
@@ -74,7 +73,7 @@ func newResumeCommand() *cobra.Command {
 		func(fs *pflag.FlagSet) {
 			fs.StringArrayVar(&req.Impl, "impl", nil, "resume only this impl type (repeat for more); a pause of the whole ring stays")
 		},
-		func(cmd *cobra.Command, f *controlFlags) error { return f.call(cmd, coordinator.ActionResume, req) })
+		func(cmd *cobra.Command, f *controlFlags) error { return f.call(cmd, admin.ActionResume, req) })
 }
 
 func newLimitCommand() *cobra.Command {
@@ -95,11 +94,11 @@ proportion to the tokens assigned to them; each worker enforces its part. --clea
 			case set == clear:
 				return errors.New("give either --per-second N or --clear")
 			case clear:
-				return f.call(cmd, coordinator.ActionLimit, admin.LimitRequest{Clear: true})
+				return f.call(cmd, admin.ActionLimit, admin.LimitRequest{Clear: true})
 			case !(perSecond > 0) || math.IsInf(perSecond, 1):
 				return fmt.Errorf("--per-second must be a number of executions per second above 0, got %v (to remove the limit: --clear)", perSecond)
 			}
-			return f.call(cmd, coordinator.ActionLimit, admin.LimitRequest{PerSecond: &perSecond})
+			return f.call(cmd, admin.ActionLimit, admin.LimitRequest{PerSecond: &perSecond})
 		})
 }
 
@@ -109,7 +108,7 @@ func (f *controlFlags) call(cmd *cobra.Command, action string, body any) error {
 	if err != nil {
 		return err
 	}
-	path := coordinator.PathRings + url.PathEscape(ring.Region) + "/" + url.PathEscape(ring.Cluster) + "/" +
+	path := admin.PathRings + url.PathEscape(ring.Region) + "/" + url.PathEscape(ring.Cluster) + "/" +
 		url.PathEscape(ring.Service) + "/" + action
 	answer, err := f.conn.post(cmd.Context(), path, body, ctlMutationTimeout)
 	if err != nil {

@@ -8,21 +8,20 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 )
 
 // newCordonCommand builds ctl cordon (set) or ctl uncordon.
 func newCordonCommand(set bool) *cobra.Command {
 	var ring string
-	use, short, action := "cordon WORKER [--ring REGION/CLUSTER/SERVICE]", "Give a worker no range and not Node-0: it drains and stays connected", coordinator.ActionCordon
+	use, short, action := "cordon WORKER [--ring REGION/CLUSTER/SERVICE]", "Give a worker no range and not Node-0: it drains and stays connected", admin.ActionCordon
 	long := `Cordon a worker: it stays a member, connected and reporting, but gets no range and is not
 Node-0. Its ranges move to the other members by the safe path (once it released them or its lease
 expired), so it drains without a gap and without two workers on one token. The cordon outlives a
 restart of the worker (a new incarnation of the id); it ends with uncordon, or when no process of
 the worker id is left in the ring. --ring is needed only when the worker id is in several rings.`
 	if !set {
-		use, short, action = "uncordon WORKER [--ring REGION/CLUSTER/SERVICE]", "Give a cordoned worker its share of the ring back", coordinator.ActionUncordon
+		use, short, action = "uncordon WORKER [--ring REGION/CLUSTER/SERVICE]", "Give a cordoned worker its share of the ring back", admin.ActionUncordon
 		long = ""
 	}
 	return ctlCommand(use, short, long, cobra.ExactArgs(1),
@@ -38,7 +37,7 @@ the worker id is left in the ring. --ring is needed only when the worker id is i
 				}
 				req.Ring = &k
 			}
-			body, err := c.post(cmd.Context(), coordinator.PathWorkers+url.PathEscape(args[0])+"/"+action, req, ctlMutationTimeout)
+			body, err := c.post(cmd.Context(), admin.PathWorkers+url.PathEscape(args[0])+"/"+action, req, ctlMutationTimeout)
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
@@ -83,8 +82,8 @@ spends the same, through failovers) and need every coordinator on FSM version 6.
 			if stepGiven {
 				req.StepMoves = &stepMoves
 			}
-			path := coordinator.PathRings + url.PathEscape(ring.Region) + "/" + url.PathEscape(ring.Cluster) + "/" +
-				url.PathEscape(ring.Service) + "/" + coordinator.ActionMovement
+			path := admin.PathRings + url.PathEscape(ring.Region) + "/" + url.PathEscape(ring.Cluster) + "/" +
+				url.PathEscape(ring.Service) + "/" + admin.ActionMovement
 			answer, err := c.post(cmd.Context(), path, req, ctlMutationTimeout)
 			if err != nil {
 				return err

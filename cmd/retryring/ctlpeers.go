@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 )
 
@@ -26,7 +25,7 @@ func newAddPeerCommand() *cobra.Command {
 --join also asks to be added on its own; add-peer is for an operator who adds it first. Adding a
 voter that is already one at that address changes nothing. A voter of that ID at another
 address is not moved (that would evict it): remove it first, or give --replace.`,
-		cobra.ExactArgs(2), coordinator.PathAddPeer,
+		cobra.ExactArgs(2), admin.PathAddPeer,
 		func(fs *pflag.FlagSet) {
 			fs.BoolVar(&replace, "replace", false, "replace the voter of this ID wherever it is (remove it and its registration, then add ID at RAFTADDR): the old node must be gone for good")
 		},
@@ -42,7 +41,7 @@ func newRemovePeerCommand() *cobra.Command {
 registered addresses. The cluster's quorum shrinks with it: remove one node at a time, and add
 its replacement (--join) before removing the next. Removing a node that is not there changes
 nothing; the last voter cannot be removed.`,
-		cobra.ExactArgs(1), coordinator.PathRemovePeer, nil,
+		cobra.ExactArgs(1), admin.PathRemovePeer, nil,
 		func(args []string) admin.PeerRequest { return admin.PeerRequest{ID: args[0]} })
 }
 

@@ -50,6 +50,7 @@ type Node interface {
 // itself; the coordinator adds the routes whose handlers are still its own (Handle, HandlePrefix).
 type Server struct {
 	node     Node
+	changer  Changer // nil until ServeChanges
 	log      zerolog.Logger
 	routes   map[string]route
 	prefixes []prefixRoute

@@ -21,7 +21,6 @@ import (
 	"github.com/rsocket/rsocket-go/payload"
 	"github.com/rsocket/rsocket-go/rx"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/lease"
 )
@@ -242,7 +241,7 @@ func tail(els []rawElement, n int) []rawElement { return els[max(0, len(els)-n):
 // controlsCall posts a flow-control call to co's admin API and returns the committed controls.
 func controlsCall(t *testing.T, co *Coordinator, ring lease.RingKey, action, body string) admin.ControlsAnswer {
 	t.Helper()
-	url := fmt.Sprintf("http://%s%s%s/%s/%s/%s", co.Node().HTTPAddr(), coordinator.PathRings, ring.Region, ring.Cluster, ring.Service, action)
+	url := fmt.Sprintf("http://%s%s%s/%s/%s/%s", co.Node().HTTPAddr(), admin.PathRings, ring.Region, ring.Cluster, ring.Service, action)
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("POST %s: %v", url, err)
@@ -364,7 +363,7 @@ func TestFlowControls(t *testing.T) {
 	// Marks are taken after the answer: every element received after it carries the change, but
 	// for one that was on its way when the change was committed.
 	fol := follower(c)
-	a := controlsCall(t, fol, ring, coordinator.ActionLimit, `{"per_second":90}`)
+	a := controlsCall(t, fol, ring, admin.ActionLimit, `{"per_second":90}`)
 	mark := []int{len(f1.elements()), len(f2.elements())}
 	if a.Controls.RatePerS == nil || *a.Controls.RatePerS != 90 || a.LeaderID != c.Leader().ID {
 		t.Fatalf("limit through %s: %+v", fol.ID, a)
@@ -391,7 +390,7 @@ func TestFlowControls(t *testing.T) {
 	gen := generation()
 	sentMark := []int{len(f1.elements()), len(f2.elements())}
 	sent := time.Now()
-	a = controlsCall(t, fol, ring, coordinator.ActionPause, `{"reason":"downstream maintenance"}`)
+	a = controlsCall(t, fol, ring, admin.ActionPause, `{"reason":"downstream maintenance"}`)
 	if !a.Controls.Paused || a.Controls.Reason != "downstream maintenance" {
 		t.Fatalf("pause: %+v", a)
 	}
@@ -428,7 +427,7 @@ func TestFlowControls(t *testing.T) {
 
 	// An impl pause too, then the leader dies: the new leader's first elements carry both.
 	mark = []int{len(f1.elements())}
-	controlsCall(t, fol, ring, coordinator.ActionPause, `{"impl":["payment"]}`)
+	controlsCall(t, fol, ring, admin.ActionPause, `{"impl":["payment"]}`)
 	f1.waitElement(t, "paused_impl in an element", mark[0], func(el rawElement) bool {
 		return paused(el) && slices.Equal(el.wire.Controls.PausedImpl, []string{"payment"})
 	})
@@ -455,7 +454,7 @@ func TestFlowControls(t *testing.T) {
 
 	// Resume through a follower of the new leader: p is renewed again, at its epoch.
 	mark = []int{len(f1.elements())}
-	a = controlsCall(t, follower(c), ring, coordinator.ActionResume, ``)
+	a = controlsCall(t, follower(c), ring, admin.ActionResume, ``)
 	if a.Controls.Paused || len(a.Controls.PausedImpl) != 0 || a.LeaderID != next.ID {
 		t.Fatalf("resume: %+v", a)
 	}
@@ -467,6 +466,6 @@ func TestFlowControls(t *testing.T) {
 		return el.wire.Controls != nil && !el.wire.Controls.Paused && len(el.wire.Controls.PausedImpl) == 0
 	})
 	mark = []int{len(f1.elements())}
-	controlsCall(t, next, ring, coordinator.ActionLimit, `{"clear":true}`)
+	controlsCall(t, next, ring, admin.ActionLimit, `{"clear":true}`)
 	f1.waitElement(t, "no limit in an element", mark[0], func(el rawElement) bool { _, ok := rate(el); return !ok })
 }

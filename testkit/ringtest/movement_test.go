@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease/minimal"
@@ -18,7 +17,7 @@ import (
 func setMovement(t *testing.T, c *Cluster, co *Coordinator, body string) admin.MovementAnswer {
 	t.Helper()
 	ring := c.Options().Ring
-	url := fmt.Sprintf("http://%s%s%s/%s/%s/%s", co.Node().HTTPAddr(), coordinator.PathRings, ring.Region, ring.Cluster, ring.Service, coordinator.ActionMovement)
+	url := fmt.Sprintf("http://%s%s%s/%s/%s/%s", co.Node().HTTPAddr(), admin.PathRings, ring.Region, ring.Cluster, ring.Service, admin.ActionMovement)
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("POST %s: %v", url, err)
