@@ -35,6 +35,8 @@ type silenceConn struct {
 	// drops it and a TLS alert there is the only word of why the coordinator refused us.
 	tls     bool
 	readErr atomic.Pointer[error]
+	// asker, if set, clears the respond flag on some of rsocket-go's KEEPALIVEs.
+	asker *answerAsker
 
 	closeOnce sync.Once
 	closeErr  error
@@ -57,6 +59,9 @@ func (c *silenceConn) Read(b []byte) (int, error) {
 func (c *silenceConn) Write(b []byte) (int, error) {
 	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
 		return 0, err
+	}
+	if c.asker != nil {
+		b = c.asker.frames(b)
 	}
 	n, err := c.Conn.Write(b)
 	if err != nil {
@@ -97,8 +102,9 @@ func (c *silenceConn) tlsAlert() error {
 }
 
 // dialConn dials addr, runs the TLS handshake when tlsCfg is set, and wraps the connection in a
-// silenceConn, all before rsocket-go is given it (predialed).
-func dialConn(ctx context.Context, addr string, silence time.Duration, tlsCfg *tls.Config) (*silenceConn, error) {
+// silenceConn, all before rsocket-go is given it (predialed). The coordinator is asked to answer
+// one KEEPALIVE in answerEvery.
+func dialConn(ctx context.Context, addr string, silence time.Duration, tlsCfg *tls.Config, answerEvery int) (*silenceConn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -109,7 +115,11 @@ func dialConn(ctx context.Context, addr string, silence time.Duration, tlsCfg *t
 			return nil, err
 		}
 	}
-	return &silenceConn{Conn: conn, timeout: silence, tls: tlsCfg != nil}, nil
+	sc := &silenceConn{Conn: conn, timeout: silence, tls: tlsCfg != nil}
+	if answerEvery > 1 {
+		sc.asker = &answerAsker{every: answerEvery}
+	}
+	return sc, nil
 }
 
 // predialed hands rsocket-go a connection that is already open. rsocket-go starts its KEEPALIVE
