@@ -29,7 +29,9 @@ func wireFrame(f core.WriteableFrame) []byte {
 // byte (SETUP, a request, the KEEPALIVEs' positions) goes out as rsocket-go wrote it.
 func TestAnswerAskerAsksEveryOtherKeepalive(t *testing.T) {
 	setup := wireFrame(framing.NewWriteableSetupFrame(core.DefaultVersion, 300*time.Millisecond, time.Second, nil, []byte("application/json"), []byte("application/json"), []byte(`{}`), nil, false))
-	ka := func(pos uint64, respond bool) []byte { return wireFrame(framing.NewWriteableKeepaliveFrame(pos, nil, respond)) }
+	ka := func(pos uint64, respond bool) []byte {
+		return wireFrame(framing.NewWriteableKeepaliveFrame(pos, nil, respond))
+	}
 	requestN := wireFrame(framing.NewWriteableRequestNFrame(1, 1, 0))
 	in := bytes.Join([][]byte{setup, ka(1, true), ka(2, true), requestN, ka(3, true), ka(4, true), ka(5, true)}, nil)
 	want := bytes.Join([][]byte{setup, ka(1, true), ka(2, false), requestN, ka(3, true), ka(4, false), ka(5, true)}, nil)
