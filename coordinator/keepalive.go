@@ -19,8 +19,10 @@ import (
 // writes it as soon as it reads the frame, and hands rsocket-go only the other frames. The write
 // waits for rsocket-go's write goroutine to finish the frame it is writing (one frame can be split
 // over several Write calls); while it is in the middle of one, the KEEPALIVE is left to
-// rsocket-go, which answers it as before. The connection's first frame is never taken: rsocket-go
-// requires SETUP there and refuses anything else.
+// rsocket-go, which answers it as before. A KEEPALIVE without the respond flag (the lease client
+// asks for an answer on every other one only) is taken too and not answered: it is a sign of life,
+// which the silenceConn below saw when it was read. The connection's first frame is never taken:
+// rsocket-go requires SETUP there and refuses anything else.
 type keepaliveConn struct {
 	net.Conn
 	// in follows the frames read; only Read uses it.

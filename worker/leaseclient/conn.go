@@ -20,8 +20,9 @@ import (
 // rsocket-go's client sets a read deadline only after it has dispatched a frame, so a connection to
 // a coordinator that accepted TCP but never answers (hung process, black-holed network) would block
 // forever before the first frame: the client would never move on to another coordinator. Here every
-// Read waits at most the lifetime (the coordinator echoes each KEEPALIVE, so a live one is never
-// that silent), and rsocket-go's own deadlines are ignored. A Write that stalls as long closes the
+// Read waits at most the lifetime (the coordinator answers every KEEPALIVE that asks for it, and
+// answerAsker asks on one in KeepaliveAnswerEvery, so a live one is never that silent), and
+// rsocket-go's own deadlines are ignored. A Write that stalls as long closes the
 // connection, because rsocket-go only logs write errors.
 //
 // A failed Read also calls readFailed first (the session's hook, see session.sendMu): rsocket-go's
