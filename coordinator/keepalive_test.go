@@ -318,9 +318,11 @@ func readAtLeast(t *testing.T, c net.Conn, buf []byte, n int) []byte {
 	return got
 }
 
-// TestKeepalivesAloneKeepTheConnectionAndSilenceStillEndsIt: KEEPALIVEs answered on the read
+// TestKeepalivesAloneKeepTheConnectionAndSilenceStillEndsIt: KEEPALIVEs taken on the read
 // goroutine never reach rsocket-go, yet each one is a sign of life: the Read that waits through
-// them ends only once the client goes silent for the silence timeout, with a timeout.
+// them ends only once the client goes silent for the silence timeout, with a timeout. Those with
+// the respond flag are answered, in order; those without it (the lease client's every other one)
+// are not.
 func TestKeepalivesAloneKeepTheConnectionAndSilenceStillEndsIt(t *testing.T) {
 	server, client := acceptedConn(t, 2*time.Second)
 	setup := validSetup("w")
@@ -339,13 +341,19 @@ func TestKeepalivesAloneKeepTheConnectionAndSilenceStillEndsIt(t *testing.T) {
 		}
 		read <- err
 	}()
-	answer := keepaliveBytes(0, nil, false)
-	for range keepalives {
-		if _, err := client.Write(keepaliveBytes(0, nil, true)); err != nil {
+	for i := range uint64(keepalives) {
+		if _, err := client.Write(keepaliveBytes(100+i, nil, false)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Write(keepaliveBytes(i, nil, true)); err != nil {
 			t.Fatal(err)
 		}
 		// The answer comes back before the next one goes: each was read while the Read waited.
-		readFull(t, client, len(answer))
+		// An answer to the one without the flag would come first, and differ in its position.
+		want := keepaliveBytes(i, nil, false)
+		if got := readFull(t, client, len(want)); !bytes.Equal(got, want) {
+			t.Fatalf("client read %x, want the answer to KEEPALIVE %d alone (%x)", got, i, want)
+		}
 	}
 	// A bound far past the silence timeout, so that a Read that no longer ends on silence fails
 	// here rather than at the test binary's timeout.
