@@ -186,31 +186,6 @@ func sortedInts(xs []int) []int {
 	return out
 }
 
-// TestFrameCursorFollowsWrites: whatever way the writes cut the frames, the cursor is at a
-// boundary exactly where a frame ends.
-func TestFrameCursorFollowsWrites(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(1, 8).Draw(t, "frames")
-		var stream []byte
-		ends := map[int]bool{0: true}
-		for i := range n {
-			f, _ := genFrame(t, "f"+string(rune('a'+i)))
-			stream = append(stream, f...)
-			ends[len(stream)] = true
-		}
-		var c rsframe.Cursor
-		from := 0
-		for from < len(stream) {
-			to := from + rapid.IntRange(1, len(stream)-from).Draw(t, "write")
-			c.Advance(stream[from:to])
-			if c.AtBoundary() != ends[to] {
-				t.Fatalf("after %d of %d bytes: at boundary %v, want %v", to, len(stream), c.AtBoundary(), ends[to])
-			}
-			from = to
-		}
-	})
-}
-
 // acceptedConn is a connection accepted by a silenceListener on loopback (what rsocket-go reads
 // and writes), and its client end.
 func acceptedConn(t *testing.T, silence time.Duration) (*keepaliveConn, net.Conn) {
