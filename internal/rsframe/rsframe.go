@@ -1,6 +1,7 @@
 package rsframe
 
 import (
+	"bytes"
 	"encoding/binary"
 
 	"github.com/rsocket/rsocket-go/core"
@@ -95,4 +96,16 @@ func (c *Cursor) FrameDone() {
 	if c.frames < 2 {
 		c.frames++
 	}
+}
+
+// Bytes is f as written on a TCP connection, length prefix included: the frames that tests and
+// benchmarks send on a raw connection.
+func Bytes(f core.WriteableFrame) []byte {
+	n := f.Len()
+	b := bytes.NewBuffer(make([]byte, 0, LengthSize+n))
+	b.Write([]byte{byte(n >> 16), byte(n >> 8), byte(n)})
+	if _, err := f.WriteTo(b); err != nil {
+		panic(err) // a bytes.Buffer never fails a write
+	}
+	return b.Bytes()
 }

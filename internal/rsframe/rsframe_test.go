@@ -9,23 +9,12 @@ import (
 	"pgregory.net/rapid"
 )
 
-// wire is f as written on a TCP connection, length prefix included.
-func wire(f core.WriteableFrame) []byte {
-	var b bytes.Buffer
-	n := f.Len()
-	b.Write([]byte{byte(n >> 16), byte(n >> 8), byte(n)})
-	if _, err := f.WriteTo(&b); err != nil {
-		panic(err)
-	}
-	return b.Bytes()
-}
-
 // TestKeepaliveAndSetRespondAgreeWithRSocketGo: the KEEPALIVE frames rsocket-go writes, with and
 // without the respond flag, are recognised as such, SetRespond turns one into the other byte for
 // byte, and no other frame (a KEEPALIVE-sized REQUEST_N, a frame on another stream) passes.
 func TestKeepaliveAndSetRespondAgreeWithRSocketGo(t *testing.T) {
-	asks := wire(framing.NewWriteableKeepaliveFrame(42, []byte("data"), true))
-	not := wire(framing.NewWriteableKeepaliveFrame(42, []byte("data"), false))
+	asks := Bytes(framing.NewWriteableKeepaliveFrame(42, []byte("data"), true))
+	not := Bytes(framing.NewWriteableKeepaliveFrame(42, []byte("data"), false))
 	if k, r := Keepalive(asks[LengthSize:]); !k || !r {
 		t.Fatalf("KEEPALIVE with the flag read as keepalive %v respond %v", k, r)
 	}
@@ -42,9 +31,9 @@ func TestKeepaliveAndSetRespondAgreeWithRSocketGo(t *testing.T) {
 		t.Fatalf("set %x, want rsocket-go's %x", cleared, asks)
 	}
 	for _, f := range [][]byte{
-		wire(framing.NewWriteableRequestNFrame(0, 1, 0)),
-		wire(framing.NewWriteableRequestNFrame(7, 1, 0)),
-		wire(framing.NewWriteablePayloadFrame(1, bytes.Repeat([]byte("k"), 20), nil, core.FlagNext)),
+		Bytes(framing.NewWriteableRequestNFrame(0, 1, 0)),
+		Bytes(framing.NewWriteableRequestNFrame(7, 1, 0)),
+		Bytes(framing.NewWriteablePayloadFrame(1, bytes.Repeat([]byte("k"), 20), nil, core.FlagNext)),
 	} {
 		if k, _ := Keepalive(f[LengthSize:]); k {
 			t.Errorf("%x read as a KEEPALIVE", f)
@@ -61,9 +50,9 @@ func TestCursorFollowsAnyCut(t *testing.T) {
 		for range rapid.IntRange(1, 8).Draw(t, "frames") {
 			var f []byte
 			if rapid.Bool().Draw(t, "keepalive") {
-				f = wire(framing.NewWriteableKeepaliveFrame(rapid.Uint64().Draw(t, "pos"), nil, rapid.Bool().Draw(t, "respond")))
+				f = Bytes(framing.NewWriteableKeepaliveFrame(rapid.Uint64().Draw(t, "pos"), nil, rapid.Bool().Draw(t, "respond")))
 			} else {
-				f = wire(framing.NewWriteablePayloadFrame(1, rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(t, "data"), nil, core.FlagNext))
+				f = Bytes(framing.NewWriteablePayloadFrame(1, rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(t, "data"), nil, core.FlagNext))
 			}
 			stream = append(stream, f...)
 			ends[len(stream)] = true

@@ -13,26 +13,15 @@ import (
 	"github.com/retryring/retryring/internal/rsframe"
 )
 
-// wireFrame is f as written on a TCP connection, length prefix included.
-func wireFrame(f core.WriteableFrame) []byte {
-	var b bytes.Buffer
-	n := f.Len()
-	b.Write([]byte{byte(n >> 16), byte(n >> 8), byte(n)})
-	if _, err := f.WriteTo(&b); err != nil {
-		panic(err)
-	}
-	return b.Bytes()
-}
-
 // TestAnswerAskerAsksEveryOtherKeepalive: rsocket-go sets the respond flag on every KEEPALIVE; what
 // reaches the coordinator asks on the first and on every second one after it, and every other
 // byte (SETUP, a request, the KEEPALIVEs' positions) goes out as rsocket-go wrote it.
 func TestAnswerAskerAsksEveryOtherKeepalive(t *testing.T) {
-	setup := wireFrame(framing.NewWriteableSetupFrame(core.DefaultVersion, 300*time.Millisecond, time.Second, nil, []byte("application/json"), []byte("application/json"), []byte(`{}`), nil, false))
+	setup := rsframe.Bytes(framing.NewWriteableSetupFrame(core.DefaultVersion, 300*time.Millisecond, time.Second, nil, []byte("application/json"), []byte("application/json"), []byte(`{}`), nil, false))
 	ka := func(pos uint64, respond bool) []byte {
-		return wireFrame(framing.NewWriteableKeepaliveFrame(pos, nil, respond))
+		return rsframe.Bytes(framing.NewWriteableKeepaliveFrame(pos, nil, respond))
 	}
-	requestN := wireFrame(framing.NewWriteableRequestNFrame(1, 1, 0))
+	requestN := rsframe.Bytes(framing.NewWriteableRequestNFrame(1, 1, 0))
 	in := bytes.Join([][]byte{setup, ka(1, true), ka(2, true), requestN, ka(3, true), ka(4, true), ka(5, true)}, nil)
 	want := bytes.Join([][]byte{setup, ka(1, true), ka(2, false), requestN, ka(3, true), ka(4, false), ka(5, true)}, nil)
 	a := &answerAsker{every: 2}
@@ -52,14 +41,14 @@ func TestAnswerAskerAsksEveryOtherKeepalive(t *testing.T) {
 func TestAnswerAskerAgainstTheWholeStream(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		every := rapid.IntRange(1, 4).Draw(t, "every")
-		frames := [][]byte{wireFrame(framing.NewWriteableSetupFrame(core.DefaultVersion, time.Second, time.Second, nil, []byte("m"), []byte("d"), nil, nil, false))}
+		frames := [][]byte{rsframe.Bytes(framing.NewWriteableSetupFrame(core.DefaultVersion, time.Second, time.Second, nil, []byte("m"), []byte("d"), nil, nil, false))}
 		for i := range rapid.IntRange(0, 20).Draw(t, "frames") {
 			if rapid.IntRange(0, 2).Draw(t, "kind") > 0 {
-				frames = append(frames, wireFrame(framing.NewWriteableKeepaliveFrame(uint64(i), nil, true)))
+				frames = append(frames, rsframe.Bytes(framing.NewWriteableKeepaliveFrame(uint64(i), nil, true)))
 				continue
 			}
 			data := rapid.SliceOfN(rapid.Byte(), 0, 200).Draw(t, "payload")
-			frames = append(frames, wireFrame(framing.NewWriteablePayloadFrame(1, data, nil, core.FlagNext)))
+			frames = append(frames, rsframe.Bytes(framing.NewWriteablePayloadFrame(1, data, nil, core.FlagNext)))
 		}
 		stream := bytes.Join(frames, nil)
 		a := &answerAsker{every: every}
