@@ -1,11 +1,10 @@
 package coordinator
 
 import (
-	"encoding/binary"
 	"net"
 	"sync"
 
-	"github.com/rsocket/rsocket-go/core"
+	"github.com/retryring/retryring/internal/rsframe"
 )
 
 // keepaliveConn answers the workers' KEEPALIVE frames on the connection's read goroutine (issue
@@ -20,8 +19,10 @@ import (
 // writes it as soon as it reads the frame, and hands rsocket-go only the other frames. The write
 // waits for rsocket-go's write goroutine to finish the frame it is writing (one frame can be split
 // over several Write calls); while it is in the middle of one, the KEEPALIVE is left to
-// rsocket-go, which answers it as before. The connection's first frame is never taken: rsocket-go
-// requires SETUP there and refuses anything else.
+// rsocket-go, which answers it as before. A KEEPALIVE without the respond flag (the lease client
+// asks for an answer on every other one only) is taken too and not answered: it is a sign of life,
+// which the silenceConn below saw when it was read. The connection's first frame is never taken:
+// rsocket-go requires SETUP there and refuses anything else.
 type keepaliveConn struct {
 	net.Conn
 	// in follows the frames read; only Read uses it.
@@ -29,7 +30,7 @@ type keepaliveConn struct {
 	// wmu orders rsocket-go's writes and the answers Read writes; out follows the frames
 	// written, so that an answer never lands inside another frame.
 	wmu       sync.Mutex
-	out       frameCursor
+	out       rsframe.Cursor
 	answerBuf []byte
 }
 
@@ -57,8 +58,8 @@ func (c *keepaliveConn) Read(b []byte) (int, error) {
 func (c *keepaliveConn) answerKeepalives(b []byte) ([]byte, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if !c.out.atBoundary() {
-		c.in.advance(b)
+	if !c.out.AtBoundary() {
+		c.in.Advance(b)
 		return b, nil
 	}
 	rest, answers := c.in.takeKeepalives(b, c.answerBuf[:0])
@@ -77,102 +78,46 @@ func (c *keepaliveConn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	n, err := c.Conn.Write(b)
-	c.out.advance(b[:n])
+	c.out.Advance(b[:n])
 	return n, err
 }
 
-// keepaliveFrameMin is the shortest KEEPALIVE frame body: the header and the last received
-// position.
-const keepaliveFrameMin = core.FrameHeaderLen + 8
-
-// frameLengthSize is the size of the length prefix of every frame on a TCP connection.
-const frameLengthSize = 3
-
-// frameCursor follows the frame boundaries of one direction of a connection's byte stream, from
-// the length prefixes, whatever way the stream is cut into reads or writes.
-type frameCursor struct {
-	prefix  [frameLengthSize]byte
-	prefixN int // bytes of the next length prefix seen so far
-	remain  int // bytes of the current frame's body still to come
-	frames  int // whole frames seen, saturating
-}
-
-// atBoundary says whether the bytes seen so far end exactly at the end of a frame.
-func (c *frameCursor) atBoundary() bool { return c.prefixN == 0 && c.remain == 0 }
-
-// advance moves the cursor past b.
-func (c *frameCursor) advance(b []byte) {
-	for len(b) > 0 {
-		if c.remain > 0 {
-			k := min(c.remain, len(b))
-			c.remain -= k
-			b = b[k:]
-			if c.remain == 0 {
-				c.frameDone()
-			}
-			continue
-		}
-		c.prefix[c.prefixN] = b[0]
-		c.prefixN++
-		b = b[1:]
-		if c.prefixN == frameLengthSize {
-			c.prefixN = 0
-			c.remain = frameLength(c.prefix[:])
-			if c.remain == 0 {
-				c.frameDone()
-			}
-		}
-	}
-}
-
-func (c *frameCursor) frameDone() {
-	if c.frames < 2 {
-		c.frames++
-	}
-}
-
-func frameLength(prefix []byte) int {
-	return int(prefix[0])<<16 | int(prefix[1])<<8 | int(prefix[2])
-}
-
-// isKeepaliveToAnswer says whether body (a whole frame after its length prefix) is a KEEPALIVE
-// frame on stream 0 with the respond flag.
-func isKeepaliveToAnswer(body []byte) bool {
-	if len(body) < keepaliveFrameMin || binary.BigEndian.Uint32(body) != 0 {
-		return false
-	}
-	var h core.FrameHeader
-	copy(h[:], body)
-	return h.Type() == core.FrameTypeKeepalive && h.Flag().Check(core.FlagRespond)
-}
+// frameCursor follows the frames read from a connection and takes its KEEPALIVEs off the stream.
+type frameCursor struct{ rsframe.Cursor }
 
 // takeKeepalives removes from b (bytes just read, following the bytes the cursor has seen) the
-// whole KEEPALIVE frames with the respond flag that it can answer, appends each as its answer
-// (the same frame without the flag) to answers, and moves the cursor past b. It returns what is
-// left of b, in place, and answers. A frame it cannot see whole in b (cut by the read), and the
-// connection's first frame (rsocket-go requires SETUP there and refuses anything else), stay in b.
+// whole KEEPALIVE frames on stream 0 that it can see, appends the answer to each one with the
+// respond flag (the same frame without the flag) to answers, and moves the cursor past b. It
+// returns what is left of b, in place, and answers. A KEEPALIVE without the respond flag is taken
+// too, unanswered: it is a sign of life and nothing else (docs/protocol.md section 3; the lease
+// client asks for an answer on every other one), and rsocket-go would only decode and drop it. A
+// frame it cannot see whole in b (cut by the read), and the connection's first frame (rsocket-go
+// requires SETUP there and refuses anything else), stay in b.
 func (c *frameCursor) takeKeepalives(b []byte, answers []byte) (rest []byte, out []byte) {
 	out = answers
 	kept := 0
 	for i := 0; i < len(b); {
-		if c.atBoundary() && c.frames >= 1 && len(b)-i >= frameLengthSize {
-			size := frameLengthSize + frameLength(b[i:])
-			if len(b)-i >= size && isKeepaliveToAnswer(b[i+frameLengthSize:i+size]) {
-				start := len(out)
-				out = append(out, b[i:i+size]...)
-				flags := out[start+frameLengthSize+4 : start+frameLengthSize+6]
-				binary.BigEndian.PutUint16(flags, binary.BigEndian.Uint16(flags)&^uint16(core.FlagRespond))
-				c.frameDone()
-				i += size
-				continue
+		if c.AtBoundary() && c.PastFirst() && len(b)-i >= rsframe.LengthSize {
+			size := rsframe.LengthSize + rsframe.Length(b[i:])
+			if len(b)-i >= size {
+				if keepalive, respond := rsframe.Keepalive(b[i+rsframe.LengthSize : i+size]); keepalive {
+					if respond {
+						start := len(out)
+						out = append(out, b[i:i+size]...)
+						rsframe.SetRespond(out[start+rsframe.LengthSize:], false)
+					}
+					c.FrameDone()
+					i += size
+					continue
+				}
 			}
 		}
-		// Not a frame to answer: keep bytes up to the next boundary the cursor can know of.
+		// Not a frame to take: keep bytes up to the next boundary the cursor can know of.
 		j := i + 1
-		if c.remain > 0 {
-			j = i + min(c.remain, len(b)-i)
+		if r := c.Remain(); r > 0 {
+			j = i + min(r, len(b)-i)
 		}
-		c.advance(b[i:j])
+		c.Advance(b[i:j])
 		kept += copy(b[kept:], b[i:j])
 		i = j
 	}

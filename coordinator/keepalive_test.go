@@ -12,6 +12,8 @@ import (
 	"github.com/rsocket/rsocket-go/core"
 	"github.com/rsocket/rsocket-go/core/framing"
 	"pgregory.net/rapid"
+
+	"github.com/retryring/retryring/internal/rsframe"
 )
 
 // keepaliveBytes is a KEEPALIVE frame as a client sends it (respond set) or as rsocket-go's server
@@ -37,14 +39,14 @@ func TestKeepaliveAnswerIsWhatRSocketGoSends(t *testing.T) {
 	if want := keepaliveBytes(7, []byte("ping"), false); !bytes.Equal(answers, want) {
 		t.Fatalf("answer %x, want rsocket-go's own answer %x", answers, want)
 	}
-	if !c.atBoundary() {
+	if !c.AtBoundary() {
 		t.Fatal("the cursor lost the frame boundary")
 	}
 }
 
 // TestTakeKeepalivesNeverTakesTheFirstFrameOrOthers: the first frame of a connection goes to
-// rsocket-go whatever it is (it must be SETUP, and rsocket-go refuses anything else), and so do
-// KEEPALIVE frames without the respond flag and any other frame.
+// rsocket-go whatever it is (it must be SETUP, and rsocket-go refuses anything else), and so does
+// any frame but a KEEPALIVE; a KEEPALIVE without the respond flag is taken and not answered.
 func TestTakeKeepalivesNeverTakesTheFirstFrameOrOthers(t *testing.T) {
 	first := keepaliveBytes(0, nil, true)
 	noRespond := keepaliveBytes(0, nil, false)
@@ -53,24 +55,31 @@ func TestTakeKeepalivesNeverTakesTheFirstFrameOrOthers(t *testing.T) {
 
 	var c frameCursor
 	rest, answers := c.takeKeepalives(bytes.Clone(in), nil)
-	if !bytes.Equal(rest, in) || len(answers) != 0 {
-		t.Fatalf("took %x and left %x, want nothing taken", answers, rest)
+	if want := bytes.Join([][]byte{first, requestN}, nil); !bytes.Equal(rest, want) || len(answers) != 0 {
+		t.Fatalf("answered %x and left %x, want no answer and %x left", answers, rest, want)
 	}
 }
 
-// genFrame draws one whole frame (length prefix included) and whether it is a KEEPALIVE to answer.
-func genFrame(t *rapid.T, label string) ([]byte, bool) {
+// What takeKeepalives does with a frame read whole after the first one.
+const (
+	frameKept     = iota // left to rsocket-go
+	frameAnswered        // a KEEPALIVE with the respond flag: taken and answered
+	frameTaken           // a KEEPALIVE without it: taken, a sign of life only
+)
+
+// genFrame draws one whole frame (length prefix included) and what takeKeepalives does with it.
+func genFrame(t *rapid.T, label string) ([]byte, int) {
 	switch rapid.IntRange(0, 3).Draw(t, label+"_kind") {
 	case 0:
 		data := rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, label+"_data")
-		return keepaliveBytes(rapid.Uint64().Draw(t, label+"_pos"), data, true), true
+		return keepaliveBytes(rapid.Uint64().Draw(t, label+"_pos"), data, true), frameAnswered
 	case 1:
-		return keepaliveBytes(0, nil, false), false
+		return keepaliveBytes(rapid.Uint64().Draw(t, label+"_pos"), nil, false), frameTaken
 	case 2:
-		return frameBytes(framing.NewWriteableRequestNFrame(uint32(rapid.IntRange(1, 99).Draw(t, label+"_sid")), 3, 0)), false
+		return frameBytes(framing.NewWriteableRequestNFrame(uint32(rapid.IntRange(1, 99).Draw(t, label+"_sid")), 3, 0)), frameKept
 	default:
 		data := rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(t, label+"_payload")
-		return frameBytes(framing.NewWriteablePayloadFrame(1, data, nil, core.FlagNext)), false
+		return frameBytes(framing.NewWriteablePayloadFrame(1, data, nil, core.FlagNext)), frameKept
 	}
 }
 
@@ -78,10 +87,10 @@ func genFrame(t *rapid.T, label string) ([]byte, bool) {
 func splitFrames(t *rapid.T, b []byte) [][]byte {
 	var out [][]byte
 	for len(b) > 0 {
-		if len(b) < frameLengthSize {
+		if len(b) < rsframe.LengthSize {
 			t.Fatalf("%d bytes left, less than a length prefix", len(b))
 		}
-		size := frameLengthSize + frameLength(b)
+		size := rsframe.LengthSize + rsframe.Length(b)
 		if size > len(b) {
 			t.Fatalf("frame of %d bytes, %d left", size, len(b))
 		}
@@ -93,18 +102,19 @@ func splitFrames(t *rapid.T, b []byte) [][]byte {
 
 // TestTakeKeepalivesAgainstTheWholeStream cuts generated frame streams into reads at random and
 // checks what rsocket-go gets and what is answered against the frames of the whole stream: the
-// frames rsocket-go reads are the stream less some KEEPALIVEs to answer (never the first frame),
-// each taken frame is answered once, in order, with the respond flag cleared; and with reads cut
-// only between frames, every KEEPALIVE to answer after the first frame is taken.
+// frames rsocket-go reads are the stream less some KEEPALIVEs (never the first frame), each taken
+// frame with the respond flag is answered once, in order, with the flag cleared, and one without
+// it is not answered; and with reads cut only between frames, every KEEPALIVE after the first
+// frame is taken.
 func TestTakeKeepalivesAgainstTheWholeStream(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 12).Draw(t, "frames")
 		var frames [][]byte
-		var answerable []bool
+		var kinds []int
 		for i := range n {
-			f, ok := genFrame(t, "f"+string(rune('a'+i)))
+			f, kind := genFrame(t, "f"+string(rune('a'+i)))
 			frames = append(frames, f)
-			answerable = append(answerable, ok)
+			kinds = append(kinds, kind)
 		}
 		stream := bytes.Join(frames, nil)
 		atFrames := rapid.Bool().Draw(t, "cut_between_frames")
@@ -133,7 +143,7 @@ func TestTakeKeepalivesAgainstTheWholeStream(t *testing.T) {
 			answers = append(answers, a...)
 			from = to
 		}
-		if !c.atBoundary() {
+		if !c.AtBoundary() {
 			t.Fatal("cursor not at a boundary after whole frames")
 		}
 
@@ -142,16 +152,19 @@ func TestTakeKeepalivesAgainstTheWholeStream(t *testing.T) {
 		for i, f := range frames {
 			if k < len(keptFrames) && bytes.Equal(keptFrames[k], f) {
 				k++
-				if atFrames && i > 0 && answerable[i] {
-					t.Fatalf("frame %d, a KEEPALIVE to answer read whole, was left to rsocket-go", i)
+				if atFrames && i > 0 && kinds[i] != frameKept {
+					t.Fatalf("frame %d, a KEEPALIVE read whole, was left to rsocket-go", i)
 				}
 				continue
 			}
-			if i == 0 || !answerable[i] {
+			if i == 0 || kinds[i] == frameKept {
 				t.Fatalf("frame %d (%x) went missing", i, f)
 			}
+			if kinds[i] == frameTaken {
+				continue
+			}
 			want := bytes.Clone(f)
-			want[frameLengthSize+5] &^= byte(core.FlagRespond)
+			want[rsframe.LengthSize+5] &^= byte(core.FlagRespond)
 			if a >= len(answered) || !bytes.Equal(answered[a], want) {
 				t.Fatalf("frame %d taken but answered %x, want %x", i, answered, want)
 			}
@@ -171,31 +184,6 @@ func sortedInts(xs []int) []int {
 		}
 	}
 	return out
-}
-
-// TestFrameCursorFollowsWrites: whatever way the writes cut the frames, the cursor is at a
-// boundary exactly where a frame ends.
-func TestFrameCursorFollowsWrites(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(1, 8).Draw(t, "frames")
-		var stream []byte
-		ends := map[int]bool{0: true}
-		for i := range n {
-			f, _ := genFrame(t, "f"+string(rune('a'+i)))
-			stream = append(stream, f...)
-			ends[len(stream)] = true
-		}
-		var c frameCursor
-		from := 0
-		for from < len(stream) {
-			to := from + rapid.IntRange(1, len(stream)-from).Draw(t, "write")
-			c.advance(stream[from:to])
-			if c.atBoundary() != ends[to] {
-				t.Fatalf("after %d of %d bytes: at boundary %v, want %v", to, len(stream), c.atBoundary(), ends[to])
-			}
-			from = to
-		}
-	})
 }
 
 // acceptedConn is a connection accepted by a silenceListener on loopback (what rsocket-go reads
@@ -305,9 +293,11 @@ func readAtLeast(t *testing.T, c net.Conn, buf []byte, n int) []byte {
 	return got
 }
 
-// TestKeepalivesAloneKeepTheConnectionAndSilenceStillEndsIt: KEEPALIVEs answered on the read
+// TestKeepalivesAloneKeepTheConnectionAndSilenceStillEndsIt: KEEPALIVEs taken on the read
 // goroutine never reach rsocket-go, yet each one is a sign of life: the Read that waits through
-// them ends only once the client goes silent for the silence timeout, with a timeout.
+// them ends only once the client goes silent for the silence timeout, with a timeout. Those with
+// the respond flag are answered, in order; those without it (the lease client's every other one)
+// are not.
 func TestKeepalivesAloneKeepTheConnectionAndSilenceStillEndsIt(t *testing.T) {
 	server, client := acceptedConn(t, 2*time.Second)
 	setup := validSetup("w")
@@ -326,13 +316,19 @@ func TestKeepalivesAloneKeepTheConnectionAndSilenceStillEndsIt(t *testing.T) {
 		}
 		read <- err
 	}()
-	answer := keepaliveBytes(0, nil, false)
-	for range keepalives {
-		if _, err := client.Write(keepaliveBytes(0, nil, true)); err != nil {
+	for i := range uint64(keepalives) {
+		if _, err := client.Write(keepaliveBytes(100+i, nil, false)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Write(keepaliveBytes(i, nil, true)); err != nil {
 			t.Fatal(err)
 		}
 		// The answer comes back before the next one goes: each was read while the Read waited.
-		readFull(t, client, len(answer))
+		// An answer to the one without the flag would come first, and differ in its position.
+		want := keepaliveBytes(i, nil, false)
+		if got := readFull(t, client, len(want)); !bytes.Equal(got, want) {
+			t.Fatalf("client read %x, want the answer to KEEPALIVE %d alone (%x)", got, i, want)
+		}
 	}
 	// A bound far past the silence timeout, so that a Read that no longer ends on silence fails
 	// here rather than at the test binary's timeout.

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,20 +11,13 @@ import (
 	"github.com/rsocket/rsocket-go/core"
 	"github.com/rsocket/rsocket-go/core/framing"
 
+	"github.com/retryring/retryring/internal/rsframe"
 	"github.com/retryring/retryring/lease"
 )
 
 // Raw RSocket frames on a plain TCP connection: what a broken, hostile or hung client sends.
 
-func frameBytes(f core.WriteableFrame) []byte {
-	var b bytes.Buffer
-	n := f.Len()
-	b.Write([]byte{byte(n >> 16), byte(n >> 8), byte(n)})
-	if _, err := f.WriteTo(&b); err != nil {
-		panic(err)
-	}
-	return b.Bytes()
-}
+func frameBytes(f core.WriteableFrame) []byte { return rsframe.Bytes(f) }
 
 func setupFrame(data []byte, dataMIME, metadataMIME string) []byte {
 	return frameBytes(framing.NewWriteableSetupFrame(core.DefaultVersion, 100*time.Millisecond, 90*time.Second, nil,

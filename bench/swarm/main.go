@@ -50,6 +50,8 @@ type options struct {
 	cpuProfiles string
 	// keepalive is the lease clients' KEEPALIVE period; zero means the lease client's default.
 	keepalive time.Duration
+	// answerEvery is the lease clients' KeepaliveAnswerEvery; zero means the lease client's default.
+	answerEvery int
 }
 
 func main() {
@@ -73,6 +75,7 @@ func main() {
 	fs.StringVar(&o.out, "out", "", "also write the markdown report to this file")
 	fs.StringVar(&o.cpuProfiles, "cpu-profiles", "", "write the leader's CPU profile of each steady phase (plain runs; TLS runs are skipped) to this directory: leader-WORKERS-TIMING.pprof, for go tool pprof")
 	fs.DurationVar(&o.keepalive, "keepalive", 0, "the lease clients' KEEPALIVE period (default: the lease client's, leaseclient.DefaultKeepalive); 200ms is protocol.md's earlier rule, for a baseline")
+	fs.IntVar(&o.answerEvery, "answer-every", 0, "one KEEPALIVE in this many asks the coordinator for an answer (default: the lease client's, leaseclient.DefaultKeepaliveAnswerEvery); 1, every one, is the rule before 2026-12-07, for a baseline; the lease client refuses a negative one")
 	_ = fs.Parse(os.Args[1:])
 
 	for _, w := range strings.Split(workers, ",") {

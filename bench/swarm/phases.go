@@ -131,6 +131,7 @@ func runOne(ctx context.Context, o options, dir string, r *result) error {
 	sc := swarm.Config{Workers: r.workers, Rings: r.rings, Coordinators: strings.Split(c.RSocketAddrs(), ","), LogWriter: logs}
 	sc.Client = func(cfg *leaseclient.Config) {
 		cfg.Keepalive = o.keepalive
+		cfg.KeepaliveAnswerEvery = o.answerEvery
 		if bt != nil {
 			cfg.TLS = bt.client
 		}

@@ -23,7 +23,7 @@ func render(m benchkit.Run, o options, rs []*result) string {
 	fmt.Fprintf(&b, "load avg: %s at the start, %s at the end\n", m.LoadAvgFrom, m.LoadEnd)
 	fmt.Fprintf(&b, "binary:   %s (%s)\n", o.binary, oneLine(o.binaryVersion))
 	fmt.Fprintf(&b, "files:    %s\n", o.files)
-	fmt.Fprintf(&b, "per column: 3 `retryring coordinator` processes on loopback, N lease clients (worker/leaseclient) in this process, one RSocket connection each, worker i in ring i mod N/10; the join storm starts once the fresh cluster's first-assignment wait (its holder bound) is over; steady %v, then kill -9 of the leader, then a rolling restart by SIGTERM (c3, c2, c1); the clients' KEEPALIVE period %v\n\n", o.steady, keepaliveOf(o))
+	fmt.Fprintf(&b, "per column: 3 `retryring coordinator` processes on loopback, N lease clients (worker/leaseclient) in this process, one RSocket connection each, worker i in ring i mod N/10; the join storm starts once the fresh cluster's first-assignment wait (its holder bound) is over; steady %v, then kill -9 of the leader, then a rolling restart by SIGTERM (c3, c2, c1); the clients' KEEPALIVE period %v, an answer asked on one in %d\n\n", o.steady, keepaliveOf(o), answerEveryOf(o))
 
 	head := []string{""}
 	for _, r := range rs {
@@ -159,6 +159,14 @@ func oneLine(s string) string {
 		return "version unknown"
 	}
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// answerEveryOf is how many of the clients' KEEPALIVEs there are to one that asks for an answer.
+func answerEveryOf(o options) int {
+	if o.answerEvery == 0 {
+		return leaseclient.DefaultKeepaliveAnswerEvery
+	}
+	return o.answerEvery
 }
 
 // keepaliveOf is the clients' KEEPALIVE period in force.

@@ -768,7 +768,7 @@ func TestSilentCoordinatorIsLeft(t *testing.T) {
 	// Keepalive stays at its default: rsocket-go writes SETUP from the dialing goroutine while its
 	// writer goroutine may already send the first KEEPALIVE, a data race that a short period exposes.
 	h := startClient(t, clocktest.New(clocktest.Start), []string{hole.ln.Addr().String()}, func(cfg *Config) {
-		cfg.KeepaliveLifetime = 2 * DefaultKeepalive
+		cfg.KeepaliveLifetime = (DefaultKeepaliveAnswerEvery + 1) * DefaultKeepalive
 	})
 	eventually(t, "three connections to the silent coordinator", func() bool {
 		hole.mu.Lock()

@@ -27,8 +27,15 @@ const (
 	// at 1,000 workers, were found to be most of the leader's CPU (docs/benchmarks.md, figure 10).
 	MaxKeepalive = 300 * time.Millisecond
 	// DefaultKeepaliveLifetime is how long the client waits without reading anything (the
-	// coordinator echoes every KEEPALIVE) before it drops the connection and reconnects.
+	// coordinator answers every KEEPALIVE that asks for it) before it drops the connection and
+	// reconnects.
 	DefaultKeepaliveLifetime = time.Second
+	// DefaultKeepaliveAnswerEvery: the client asks for an answer on every other KEEPALIVE. At the
+	// default period that is an answer every 600 ms against a lifetime of 1 s: one may come 400 ms
+	// late. The leader writes half the answers it wrote when every KEEPALIVE asked for one
+	// (docs/benchmarks.md, figure 10); the KEEPALIVEs themselves, which tell the coordinator the
+	// worker is alive, still go every period.
+	DefaultKeepaliveAnswerEvery = 2
 	// DefaultDialTimeout bounds the TCP connect.
 	DefaultDialTimeout = 2 * time.Second
 	// DefaultRequestTimeout bounds a ring.release the client sends on its own.
@@ -104,6 +111,10 @@ type Config struct {
 	// KeepaliveLifetime is how long the client tolerates reading nothing (from the first byte on) or
 	// a write that does not complete, before it drops the connection. Default DefaultKeepaliveLifetime.
 	KeepaliveLifetime time.Duration
+	// KeepaliveAnswerEvery: one KEEPALIVE in this many asks the coordinator for an answer (the
+	// respond flag); 1 asks on every one. The lifetime must cover this many periods and one more.
+	// Default DefaultKeepaliveAnswerEvery.
+	KeepaliveAnswerEvery int
 	// DialTimeout bounds each TCP connect. Default DefaultDialTimeout.
 	DialTimeout time.Duration
 	// RequestTimeout bounds each ring.release the client sends by itself. Default DefaultRequestTimeout.
@@ -151,6 +162,9 @@ func (c Config) withDefaults() Config {
 	if c.KeepaliveLifetime == 0 {
 		c.KeepaliveLifetime = DefaultKeepaliveLifetime
 	}
+	if c.KeepaliveAnswerEvery == 0 {
+		c.KeepaliveAnswerEvery = DefaultKeepaliveAnswerEvery
+	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
@@ -189,8 +203,11 @@ func (c Config) Validate() error {
 		return bad("negative duration")
 	case c.Keepalive < 0 || c.Keepalive > MaxKeepalive:
 		return bad("keepalive %v must be in (0, %v]: the coordinator drops silent workers", c.Keepalive, MaxKeepalive)
-	case c.KeepaliveLifetime < 2*c.Keepalive:
-		return bad("keepalive lifetime %v must be at least two keepalive periods (%v)", c.KeepaliveLifetime, 2*c.Keepalive)
+	case c.KeepaliveAnswerEvery < 0:
+		return bad("keepalive answer every %d: want 1 or more, or 0 for the default", c.KeepaliveAnswerEvery)
+	case c.KeepaliveLifetime < time.Duration(c.KeepaliveAnswerEvery+1)*c.Keepalive:
+		return bad("keepalive lifetime %v must be at least %d keepalive periods (%v): an answer comes every %d, and one may be late",
+			c.KeepaliveLifetime, c.KeepaliveAnswerEvery+1, time.Duration(c.KeepaliveAnswerEvery+1)*c.Keepalive, c.KeepaliveAnswerEvery)
 	case c.Backoff.Holding < 0:
 		return bad("backoff while holding %v is negative", c.Backoff.Holding)
 	case c.Backoff.Min < 0 || c.Backoff.Max < c.Backoff.Min:

@@ -20,8 +20,9 @@ import (
 // rsocket-go's client sets a read deadline only after it has dispatched a frame, so a connection to
 // a coordinator that accepted TCP but never answers (hung process, black-holed network) would block
 // forever before the first frame: the client would never move on to another coordinator. Here every
-// Read waits at most the lifetime (the coordinator echoes each KEEPALIVE, so a live one is never
-// that silent), and rsocket-go's own deadlines are ignored. A Write that stalls as long closes the
+// Read waits at most the lifetime (the coordinator answers every KEEPALIVE that asks for it, and
+// answerAsker asks on one in KeepaliveAnswerEvery, so a live one is never that silent), and
+// rsocket-go's own deadlines are ignored. A Write that stalls as long closes the
 // connection, because rsocket-go only logs write errors.
 //
 // A failed Read also calls readFailed first (the session's hook, see session.sendMu): rsocket-go's
@@ -35,6 +36,8 @@ type silenceConn struct {
 	// drops it and a TLS alert there is the only word of why the coordinator refused us.
 	tls     bool
 	readErr atomic.Pointer[error]
+	// asker, if set, clears the respond flag on some of rsocket-go's KEEPALIVEs.
+	asker *answerAsker
 
 	closeOnce sync.Once
 	closeErr  error
@@ -57,6 +60,9 @@ func (c *silenceConn) Read(b []byte) (int, error) {
 func (c *silenceConn) Write(b []byte) (int, error) {
 	if err := c.Conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
 		return 0, err
+	}
+	if c.asker != nil {
+		b = c.asker.frames(b)
 	}
 	n, err := c.Conn.Write(b)
 	if err != nil {
@@ -97,8 +103,9 @@ func (c *silenceConn) tlsAlert() error {
 }
 
 // dialConn dials addr, runs the TLS handshake when tlsCfg is set, and wraps the connection in a
-// silenceConn, all before rsocket-go is given it (predialed).
-func dialConn(ctx context.Context, addr string, silence time.Duration, tlsCfg *tls.Config) (*silenceConn, error) {
+// silenceConn, all before rsocket-go is given it (predialed). The coordinator is asked to answer
+// one KEEPALIVE in answerEvery.
+func dialConn(ctx context.Context, addr string, silence time.Duration, tlsCfg *tls.Config, answerEvery int) (*silenceConn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -109,7 +116,11 @@ func dialConn(ctx context.Context, addr string, silence time.Duration, tlsCfg *t
 			return nil, err
 		}
 	}
-	return &silenceConn{Conn: conn, timeout: silence, tls: tlsCfg != nil}, nil
+	sc := &silenceConn{Conn: conn, timeout: silence, tls: tlsCfg != nil}
+	if answerEvery > 1 {
+		sc.asker = &answerAsker{every: answerEvery}
+	}
+	return sc, nil
 }
 
 // predialed hands rsocket-go a connection that is already open. rsocket-go starts its KEEPALIVE

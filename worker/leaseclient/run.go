@@ -209,7 +209,7 @@ func (c *Client) dialKeepalive(ctx context.Context, addr string, keepalive time.
 	// session's send lock (see session.sendMu). So Start gets a context that only ends after
 	// session.close; ctx may interrupt the dial, not the connection.
 	dialCtx, dialCancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
-	sc, err := dialConn(dialCtx, addr, c.cfg.KeepaliveLifetime, c.cfg.TLS)
+	sc, err := dialConn(dialCtx, addr, c.cfg.KeepaliveLifetime, c.cfg.TLS, c.cfg.KeepaliveAnswerEvery)
 	dialCancel()
 	if err != nil {
 		if ctx.Err() != nil {

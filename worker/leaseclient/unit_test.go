@@ -35,6 +35,8 @@ func TestConfigValidate(t *testing.T) {
 		{"keepalive at the limit", func(c *Config) { c.Keepalive = MaxKeepalive }, true},
 		{"negative keepalive", func(c *Config) { c.Keepalive = -time.Millisecond }, false},
 		{"lifetime too short", func(c *Config) { c.KeepaliveLifetime = 300 * time.Millisecond }, false},
+		{"lifetime for an answer to every KEEPALIVE", func(c *Config) { c.KeepaliveLifetime, c.KeepaliveAnswerEvery = 600*time.Millisecond, 1 }, true},
+		{"negative answer every", func(c *Config) { c.KeepaliveAnswerEvery = -1 }, false},
 		{"backoff upside down", func(c *Config) { c.Backoff = Backoff{Min: time.Second, Max: time.Millisecond} }, false},
 		{"negative margin", func(c *Config) { c.GuardMargin = -1 }, false},
 	} {

@@ -1,0 +1,74 @@
+package rsframe
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/rsocket/rsocket-go/core"
+	"github.com/rsocket/rsocket-go/core/framing"
+	"pgregory.net/rapid"
+)
+
+// TestKeepaliveAndSetRespondAgreeWithRSocketGo: the KEEPALIVE frames rsocket-go writes, with and
+// without the respond flag, are recognised as such, SetRespond turns one into the other byte for
+// byte, and no other frame (a KEEPALIVE-sized REQUEST_N, a frame on another stream) passes.
+func TestKeepaliveAndSetRespondAgreeWithRSocketGo(t *testing.T) {
+	asks := Bytes(framing.NewWriteableKeepaliveFrame(42, []byte("data"), true))
+	not := Bytes(framing.NewWriteableKeepaliveFrame(42, []byte("data"), false))
+	if k, r := Keepalive(asks[LengthSize:]); !k || !r {
+		t.Fatalf("KEEPALIVE with the flag read as keepalive %v respond %v", k, r)
+	}
+	if k, r := Keepalive(not[LengthSize:]); !k || r {
+		t.Fatalf("KEEPALIVE without the flag read as keepalive %v respond %v", k, r)
+	}
+	cleared := bytes.Clone(asks)
+	SetRespond(cleared[LengthSize:], false)
+	if !bytes.Equal(cleared, not) {
+		t.Fatalf("cleared %x, want rsocket-go's %x", cleared, not)
+	}
+	SetRespond(cleared[LengthSize:], true)
+	if !bytes.Equal(cleared, asks) {
+		t.Fatalf("set %x, want rsocket-go's %x", cleared, asks)
+	}
+	for _, f := range [][]byte{
+		Bytes(framing.NewWriteableRequestNFrame(0, 1, 0)),
+		Bytes(framing.NewWriteableRequestNFrame(7, 1, 0)),
+		Bytes(framing.NewWriteablePayloadFrame(1, bytes.Repeat([]byte("k"), 20), nil, core.FlagNext)),
+	} {
+		if k, _ := Keepalive(f[LengthSize:]); k {
+			t.Errorf("%x read as a KEEPALIVE", f)
+		}
+	}
+}
+
+// TestCursorFollowsAnyCut: whatever way reads or writes cut a stream of frames, the cursor is at a
+// boundary exactly where a frame ends, and past the first frame once it ended.
+func TestCursorFollowsAnyCut(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var stream []byte
+		ends := map[int]bool{0: true}
+		for range rapid.IntRange(1, 8).Draw(t, "frames") {
+			var f []byte
+			if rapid.Bool().Draw(t, "keepalive") {
+				f = Bytes(framing.NewWriteableKeepaliveFrame(rapid.Uint64().Draw(t, "pos"), nil, rapid.Bool().Draw(t, "respond")))
+			} else {
+				f = Bytes(framing.NewWriteablePayloadFrame(1, rapid.SliceOfN(rapid.Byte(), 0, 300).Draw(t, "data"), nil, core.FlagNext))
+			}
+			stream = append(stream, f...)
+			ends[len(stream)] = true
+		}
+		firstEnd := LengthSize + Length(stream)
+		var c Cursor
+		for from := 0; from < len(stream); {
+			to := from + rapid.IntRange(1, len(stream)-from).Draw(t, "cut")
+			c.Advance(stream[from:to])
+			if c.AtBoundary() != ends[to] {
+				t.Fatalf("after %d of %d bytes: at boundary %v, want %v", to, len(stream), c.AtBoundary(), ends[to])
+			}
+			if c.PastFirst() != (to >= firstEnd) {
+				t.Fatalf("after %d bytes: past the first frame (%d bytes) %v", to, firstEnd, c.PastFirst())
+			}
+			from = to
+		}
+	})
+}
