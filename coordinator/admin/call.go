@@ -95,3 +95,19 @@ func (a Forwarded) NoLeader() bool {
 	}
 	return a.Status == http.StatusServiceUnavailable && json.Unmarshal(a.Body, &e) == nil && e.Error == lease.CodeNoLeader
 }
+
+// callPathAndMethod answers a call whose path did not parse (404, with parseErr's reason) or that
+// is not a POST (405), as lease.WireError, and reports whether the call may go on. The ring and
+// worker calls share it.
+func callPathAndMethod(w http.ResponseWriter, r *http.Request, parseErr error) bool {
+	if parseErr != nil {
+		WriteJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: parseErr.Error()})
+		return false
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		WriteJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
+		return false
+	}
+	return true
+}

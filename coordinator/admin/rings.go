@@ -32,13 +32,7 @@ const (
 // the body; change does the rest.
 func (s *Server) serveRingCall(w http.ResponseWriter, r *http.Request) {
 	ring, action, err := parseRingPath(r.URL.EscapedPath())
-	if err != nil {
-		WriteJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		WriteJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
+	if !callPathAndMethod(w, r, err) {
 		return
 	}
 	s.change(w, r, func(body []byte) (Change, error) { return ReadRingChange(ring, action, body) }, func(c Committed) any {

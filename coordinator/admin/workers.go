@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-
-	"github.com/retryring/retryring/lease"
 )
 
 // PathWorkers is the prefix of the per-worker admin calls, each a POST of a CordonRequest:
@@ -28,13 +26,7 @@ const (
 // member of that worker id) and commits the cordon once its trial shows the worker is a member.
 func (s *Server) serveWorkerCall(w http.ResponseWriter, r *http.Request) {
 	workerID, action, err := parseWorkerPath(r.URL.EscapedPath())
-	if err != nil {
-		WriteJSON(w, http.StatusNotFound, lease.WireError{Code: "not_found", Message: err.Error()})
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		WriteJSON(w, http.StatusMethodNotAllowed, lease.WireError{Code: "method_not_allowed", Message: r.Method + " " + r.URL.Path})
+	if !callPathAndMethod(w, r, err) {
 		return
 	}
 	if !s.changer.Leads() {
