@@ -122,7 +122,7 @@ func lastLine(s string) string {
 
 // outage stops Cassandra with how ("drain": nodetool drain then stop; "kill": SIGKILL) and starts
 // it again, and records the outage as a fault. With giveUp, Cassandra stays stopped until every
-// worker said it gave its ranges back (at most cassandraLostAfter+lostSlack from the stop), so the
+// worker said it gave its ranges back (at most giveUpBound from the stop), so the
 // workers' way out and back is exercised whatever the machine's speed: how long nodetool takes to
 // start, or Cassandra to come up, decides nothing. Every Cassandra client of the test process must
 // reconnect afterwards (scenario.reconnect).
@@ -136,7 +136,7 @@ func (s *scenario) outage(n cassandraNode, how string, giveUp bool) {
 	}
 	stopped := s.mark("Cassandra stopped: %s", lastLine(out))
 	if giveUp {
-		s.waitGaveUp(stopped.Add(cassandraLostAfter + lostSlack))
+		s.waitGaveUp(stopped.Add(giveUpBound))
 	}
 	out, err = n.run(ctx, "start")
 	if err != nil {
@@ -180,7 +180,7 @@ func (s *scenario) waitGaveUp(deadline time.Time) {
 		}
 		if time.Now().After(deadline) {
 			s.t.Errorf("Cassandra stopped for %v (--cassandra-lost-after %v), and workers %v have not said they gave their ranges back (%v have)",
-				cassandraLostAfter+lostSlack, cassandraLostAfter, no, yes)
+				giveUpBound, cassandraLostAfter, no, yes)
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -212,12 +212,18 @@ func TestCassandraRestart(t *testing.T) {
 const (
 	cassandraLostAfter = 30 * time.Second
 	lostSlack          = 10 * time.Second
+	// giveUpBound is how long outage waits, from the stop, for every worker to say it gave its
+	// ranges back. The loss starts at a worker's first failed check, which can take a check
+	// period and its 5 s timeout after the stop, and the give-up comes at the first check
+	// cassandraLostAfter later, which can take them again; a loaded machine adds more. Waiting
+	// longer costs nothing when the workers are on time: the wait ends when the last one says it.
+	giveUpBound = cassandraLostAfter + 3*lostSlack
 )
 
 // waitWorkersBack waits, after the last Cassandra outage, until every worker answers /readyz 200
 // again: the worker process outlived the outage and, if it gave its ranges back, rejoined. When
-// Cassandra was stopped longer than --cassandra-lost-after with room to see it, each worker must
-// have said in its log that it gave its ranges back. The time counts from the stop, not from the
+// Cassandra was stopped for giveUpBound or longer, each worker must have said in its log that it
+// gave its ranges back. The time counts from the stop, not from the
 // command that stops it: nodetool drain alone can take 15 s on a loaded machine, while Cassandra
 // still answers.
 func (s *scenario) waitWorkersBack(bound time.Duration) {
@@ -235,7 +241,7 @@ func (s *scenario) waitWorkersBack(bound time.Duration) {
 		}
 	}
 	s.mark("every worker ready again")
-	if last.until.Sub(last.stopped) < cassandraLostAfter+lostSlack {
+	if last.until.Sub(last.stopped) < giveUpBound {
 		return
 	}
 	if _, no := s.gaveUp(); len(no) > 0 {
