@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/rsocket/rsocket-go"
-	"github.com/rsocket/rsocket-go/core/transport"
 	"github.com/rsocket/rsocket-go/extension"
 	"github.com/rsocket/rsocket-go/payload"
 	"github.com/rsocket/rsocket-go/rx"
 
+	"github.com/retryring/retryring/internal/rsclient"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -104,7 +104,7 @@ func (w *testWorker) dial(addr string) (rsocket.Client, error) {
 		DataMimeType(lease.DataMIME).
 		MetadataMimeType(lease.MetadataMIME).
 		SetupPayload(payload.New(w.setupData(), nil)).
-		Transport(func(context.Context) (*transport.Transport, error) { return transport.NewTCPClientTransport(conn), nil }).
+		Transport(rsclient.Transport(conn)).
 		Start(context.Background())
 	if err != nil {
 		_ = conn.Close()

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/rsocket/rsocket-go"
-	"github.com/rsocket/rsocket-go/core/transport"
 	"github.com/rsocket/rsocket-go/extension"
 	"github.com/rsocket/rsocket-go/payload"
 	"github.com/rsocket/rsocket-go/rx"
 
 	"github.com/retryring/retryring/coordinator/admin"
+	"github.com/retryring/retryring/internal/rsclient"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -107,8 +107,8 @@ func (w *rawWorker) run() {
 func (w *rawWorker) session(addr string) (redirect string) {
 	setup, _ := json.Marshal(lease.Setup{WorkerID: w.id, Incarnation: w.inc, Region: w.ring.Region,
 		Cluster: w.ring.Cluster, Service: w.ring.Service, Features: w.features})
-	// Open before Start, as the lease client's connection is: a dial slower than one KEEPALIVE
-	// period would have rsocket-go write a KEEPALIVE while it writes SETUP (leaseclient.predialed).
+	// Open before Start and written through rsclient, as the lease client's connection is: a dial
+	// slower than one KEEPALIVE period would have rsocket-go write a KEEPALIVE while it writes SETUP.
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return ""
@@ -118,7 +118,7 @@ func (w *rawWorker) session(addr string) (redirect string) {
 		DataMimeType(lease.DataMIME).
 		MetadataMimeType(lease.MetadataMIME).
 		SetupPayload(payload.New(setup, nil)).
-		Transport(func(context.Context) (*transport.Transport, error) { return transport.NewTCPClientTransport(conn), nil }).
+		Transport(rsclient.Transport(conn)).
 		Start(context.Background())
 	if err != nil {
 		_ = conn.Close()

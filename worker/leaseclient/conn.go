@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rsocket/rsocket-go/core/transport"
+
+	"github.com/retryring/retryring/internal/rsclient"
 )
 
 // silenceConn bounds every Read and Write of a connection by the keepalive lifetime.
@@ -123,15 +125,15 @@ func dialConn(ctx context.Context, addr string, silence time.Duration, tlsCfg *t
 	return sc, nil
 }
 
-// predialed hands rsocket-go a connection that is already open. rsocket-go starts its KEEPALIVE
-// ticker before it asks its transport for the connection, and its write loop sends the first
-// KEEPALIVE as soon as it runs, while Start is still writing SETUP through the same unguarded
-// buffer: when the dial (a TLS handshake to a distant coordinator, a busy host) takes longer than
-// one KEEPALIVE period, a tick is already waiting, the two writes race, and the coordinator may
-// read a KEEPALIVE first (it refuses any first frame but SETUP) or interleaved bytes. With the
-// connection open beforehand, Start reaches SETUP microseconds after the ticker starts.
+// predialed hands rsocket-go a connection that is already open, through rsclient's writer.
+// rsocket-go starts its KEEPALIVE ticker before it asks its transport for the connection, and its
+// write loop sends the first KEEPALIVE as soon as it runs, while Start is still writing SETUP
+// through the same unguarded buffer: when the dial (a TLS handshake to a distant coordinator, a
+// busy host) takes longer than one KEEPALIVE period, a tick is already waiting. Dialling first
+// makes that rare (Start reaches SETUP microseconds after the ticker starts); rsclient makes it
+// harmless (one writer at a time, SETUP first), since a busy host can still delay Start past a tick.
 func predialed(sc *silenceConn) transport.ClientTransporter {
-	return func(context.Context) (*transport.Transport, error) { return transport.NewTCPClientTransport(sc), nil }
+	return rsclient.Transport(sc)
 }
 
 // clientHandshake runs the TLS handshake on conn, verifying the coordinator under the host name of

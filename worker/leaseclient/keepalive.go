@@ -24,7 +24,8 @@ import (
 type answerAsker struct {
 	every int
 
-	// mu: rsocket-go may write SETUP and a KEEPALIVE from two goroutines (see predialed).
+	// mu: rsclient serialises rsocket-go's writers, so this lock is never contended; it keeps the
+	// cursor safe should a connection ever be written without it.
 	mu         sync.Mutex
 	out        rsframe.Cursor
 	keepalives int // KEEPALIVEs seen whole, wrapping at every
