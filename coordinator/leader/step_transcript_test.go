@@ -166,7 +166,7 @@ func (d *stepDriver) commitState(c transcript.Command) (string, error) {
 	if err := d.state.Apply(cmd); err != nil {
 		return "refused: " + err.Error(), nil
 	}
-	return "committed " + formatCommand(cmd), nil
+	return "committed " + transcript.FormatCommand(cmd), nil
 }
 
 // step runs Step on the driver's input and commits its output as leaderTerm.reconcile does:
@@ -198,11 +198,11 @@ func (d *stepDriver) step() string {
 	}
 	commit := func(what string, c fsm.Command) {
 		if err := d.state.Apply(c); err != nil {
-			say("%s %s: refused: %v", what, formatCommand(c), err)
+			say("%s %s: refused: %v", what, transcript.FormatCommand(c), err)
 			return
 		}
 		d.recent.Mark(c, now)
-		say("%s %s", what, formatCommand(c))
+		say("%s %s", what, transcript.FormatCommand(c))
 	}
 	for _, c := range out.Commit {
 		commit("commit", c)
@@ -233,26 +233,4 @@ func (d *stepDriver) step() string {
 		say("next decision due at %v", out.Wake.Sub(t0))
 	}
 	return strings.Join(lines, "\n")
-}
-
-// formatCommand is transcript.FormatCommand with the commands of the state and the movement it
-// does not print itself.
-func formatCommand(c fsm.Command) string {
-	switch c := c.(type) {
-	case *fsm.EpochFloor:
-		switch {
-		case c.Settled:
-			return fmt.Sprintf("epoch_floor %d settled", c.Floor)
-		case c.Settle:
-			return fmt.Sprintf("epoch_floor %d settle (%s)", c.Floor, c.Reason)
-		}
-		return fmt.Sprintf("epoch_floor %d (%s)", c.Floor, c.Reason)
-	case *fsm.SetMovement:
-		return "set_movement " + string(c.Mode)
-	case *fsm.HandOn:
-		return fmt.Sprintf("hand_on %s's slot (generation %d)", c.WorkerID, c.Generation)
-	case *fsm.EvenOut:
-		return fmt.Sprintf("even_out step %d (generation %d)", c.Step, c.Generation)
-	}
-	return transcript.FormatCommand(c)
 }

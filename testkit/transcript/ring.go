@@ -74,6 +74,20 @@ func FormatCommand(c fsm.Command) string {
 			lines[i] = "assign " + FormatAssignment(a)
 		}
 		return strings.Join(lines, "\n")
+	case *fsm.EpochFloor:
+		switch {
+		case c.Settled:
+			return fmt.Sprintf("epoch_floor %d settled", c.Floor)
+		case c.Settle:
+			return fmt.Sprintf("epoch_floor %d settle (%s)", c.Floor, c.Reason)
+		}
+		return fmt.Sprintf("epoch_floor %d (%s)", c.Floor, c.Reason)
+	case *fsm.SetMovement:
+		return "set_movement " + c.Mode
+	case *fsm.HandOn:
+		return fmt.Sprintf("hand_on %s's slot (generation %d)", c.WorkerID, c.Generation)
+	case *fsm.EvenOut:
+		return fmt.Sprintf("even_out step %d (generation %d)", c.Step, c.Generation)
 	}
 	return fmt.Sprintf("%s %+v", c.Type(), c)
 }
