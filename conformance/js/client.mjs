@@ -1250,14 +1250,26 @@ async function conversation(a, b) {
     const w = new Worker(`js-${name}-${randomUUID().slice(0, 8)}`);
     await w.connect(leader.leader_rsocket_addr);
     members.push({ w, stream: w.leases(), released: 0 });
-    await settle(check, members, 3 * opts.renewalMs + 10000);
+    // Within τ = 0.1 of the mean RING_SIZE/n: |share·n − RING_SIZE| ≤ RING_SIZE/10, give or take
+    // 2^-40 of the ring (a bound computed in floating point lands a few thousand tokens off).
     const n = BigInt(members.length);
+    const offMean = (m) => {
+      const off = size(ranges(m.w.held)) * n - RING_SIZE;
+      return off < 0n ? -off : off;
+    };
+    const balanced = (m) => offMean(m) <= RING_SIZE / 10n + (RING_SIZE >> 40n);
+    const checkShares = () => {
+      for (const m of members) {
+        expect(check, balanced(m), `${m.w.workerId} holds ${size(ranges(m.w.held))} tokens, more than 10 % off the mean of ${members.length}`, { lease: briefLease(m.w.held), leases: members.map((o) => briefLease(o.w.held)) });
+      }
+    };
+    // A join with several donors completes donor by donor (each hands its piece on once it released
+    // it), so the leases tile the ring before the last donor shrank; the change is done once every
+    // share is within the bound. The idle time of an hour keeps the even-out from correcting a plan
+    // that broke the bound: a wrong plan stays wrong, and the timeout reports its shares.
+    await settle(check, members, 3 * opts.renewalMs + 10000, () => members.every(balanced), checkShares);
+    checkShares();
     for (const m of members) {
-      const share = size(ranges(m.w.held));
-      // Within τ = 0.1 of the mean RING_SIZE/n: |share·n − RING_SIZE| ≤ RING_SIZE/10, give or take
-      // 2^-40 of the ring (a bound computed in floating point lands a few thousand tokens off).
-      const off = share * n - RING_SIZE;
-      expect(check, (off < 0n ? -off : off) <= RING_SIZE / 10n + (RING_SIZE >> 40n), `${m.w.workerId} holds ${share} tokens, more than 10 % off the mean of ${members.length}`, { lease: briefLease(m.w.held) });
       const was = before.get(m.w);
       if (was && rangesKey(was) === rangesKey(m.w.held)) {
         expect(check, was.epoch === m.w.held.epoch, `${m.w.workerId}'s ranges did not change, yet its epoch went ${was.epoch} -> ${m.w.held.epoch}`, { lease: briefLease(m.w.held) });
@@ -1285,13 +1297,13 @@ async function conversation(a, b) {
 
 // settle installs every element that arrives on the members' streams, releases each new epoch at
 // once (protocol.md 5.3: a worker that uses nothing outside its new lease says so), and returns
-// once every member holds ranges and the leases cover the ring with no gap and no overlap. A
-// newcomer's first element is an empty lease, sent before the others shrink: until their new
-// elements arrive the old members still tile the ring alone, and that is not the settled ring of
-// the new membership. The newcomer gets ranges only once the donors released, and they release
-// only what they installed, so a newcomer holding ranges means the donors' shrinks are installed.
-// (node_count cannot tell: it may lag in the minimal mode, protocol.md 4.)
-async function settle(check, members, timeoutMs) {
+// once every member holds ranges, the leases cover the ring with no gap and no overlap, and done()
+// says the change is complete (onTimeout may explain, with a failed check, why it is not). Tiling
+// alone does not say the change is over: a newcomer's first element is an empty lease, sent before
+// the others shrink, and with several donors each hands its piece on once it released it, so the
+// ring tiles at every step in between. (node_count cannot tell either: it may lag in the minimal
+// mode, protocol.md 4.)
+async function settle(check, members, timeoutMs, done = () => true, onTimeout = () => {}) {
   const deadline = now() + timeoutMs;
   for (;;) {
     for (const m of members) {
@@ -1305,8 +1317,11 @@ async function settle(check, members, timeoutMs) {
       expect(check, !m.stream.error && !m.stream.done, `${m.w.workerId}'s lease stream ended: ${m.stream.error ? m.stream.error.message : 'completed'}`);
     }
     const holding = members.every((m) => m.w.held !== null && m.w.held.ranges.length > 0);
-    if (holding && tiles(members.map((m) => m.w.held))) {
+    if (holding && tiles(members.map((m) => m.w.held)) && done()) {
       return;
+    }
+    if (now() >= deadline && holding && tiles(members.map((m) => m.w.held))) {
+      onTimeout();
     }
     expect(check, now() < deadline, `the leases did not cover the ring within ${timeoutMs} ms`, { leases: members.map((m) => m.w.held && briefLease(m.w.held)) });
     await sleep(20);
