@@ -3,7 +3,6 @@ package coordinator
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/pprof"
@@ -31,10 +30,9 @@ const (
 func (n *Node) httpHandler() http.Handler {
 	s := admin.New(adminNode{n}, n.log)
 	s.ServeChanges(adminNode{n})
+	s.ServeCluster(adminNode{n})
 	s.Handle(PathMetrics, http.MethodGet, n.serveMetrics)
 	s.Handle(PathRegister, http.MethodPost, n.serveRegister)
-	s.Handle(PathStatus, http.MethodGet, n.serveStatus)
-	s.Handle(PathPeers, http.MethodGet, n.servePeers)
 	s.HandlePrefix(PathProfiles, n.serveProfiles)
 	return s
 }
@@ -64,30 +62,6 @@ func (n *Node) serveProfiles(w http.ResponseWriter, r *http.Request) {
 	default:
 		pprof.Index(w, r) // the index, and heap, goroutine, allocs, block, mutex by name
 	}
-}
-
-// readiness is what GET /readyz and GET /v1/status say of this node's readiness.
-func (n *Node) readiness() admin.Readiness {
-	rd := admin.Readiness{}
-	if n.raft == nil {
-		rd.Reason = "not started"
-		return rd
-	}
-	_, leader := n.raft.LeaderWithID()
-	rd.LeaderID = string(leader)
-	rd.CommitIndex = n.raft.CommitIndex()
-	rd.AppliedIndex = n.raft.AppliedIndex()
-	switch halted := n.fsm.Halted(); {
-	case halted != nil:
-		rd.Reason = fmt.Sprintf("the replicated state stopped applying (FSM version %d): %v", n.fsm.Version(), halted)
-	case leader == "":
-		rd.Reason = "no leader known"
-	case rd.AppliedIndex < rd.CommitIndex:
-		rd.Reason = fmt.Sprintf("applied index %d behind commit index %d", rd.AppliedIndex, rd.CommitIndex)
-	default:
-		rd.Ready = true
-	}
-	return rd
 }
 
 // serveRegister commits a coordinator's addresses; only the leader accepts, and only voters of the

@@ -51,6 +51,7 @@ type Node interface {
 type Server struct {
 	node     Node
 	changer  Changer // nil until ServeChanges
+	cluster  Cluster // nil until ServeCluster
 	log      zerolog.Logger
 	routes   map[string]route
 	prefixes []prefixRoute
