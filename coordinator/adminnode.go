@@ -155,3 +155,19 @@ func (a adminNode) AskPeer(ctx context.Context, addr, path string) (admin.PeerAn
 	}
 	return admin.PeerAnswer{StatusCode: resp.StatusCode, Status: resp.Status, Body: body}, nil
 }
+
+func (a adminNode) InConfiguration(id string) bool { return a.n.inConfiguration(id) }
+
+func (a adminNode) Registered(reg admin.Registration) bool {
+	c := fsm.Coordinator(reg)
+	unchanged := false
+	a.n.fsm.View(func(s *fsm.State, _ uint64) {
+		have := s.Coordinators[c.ID]
+		unchanged = have != nil && *have == c
+	})
+	return unchanged
+}
+
+func (a adminNode) Register(reg admin.Registration) error {
+	return a.n.apply(&fsm.RegisterCoordinator{Coordinator: fsm.Coordinator(reg)})
+}

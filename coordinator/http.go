@@ -1,26 +1,19 @@
 package coordinator
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"net/http/pprof"
-	"strconv"
 	"strings"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/retryring/retryring/coordinator/admin"
-	"github.com/retryring/retryring/fsm"
-	"github.com/retryring/retryring/lease"
 )
 
 // Paths of the admin HTTP API served by the coordinator's own handlers (package admin serves
 // admin.PathPage, admin.PathRing, admin.PathHealthz and admin.PathReadyz).
 const (
-	PathRegister = "/v1/internal/register"
-	PathMetrics  = "/metrics"
+	PathMetrics = "/metrics"
 	// PathProfiles is the prefix of Go's runtime profiles (Config.Profiling).
 	PathProfiles = "/debug/pprof/"
 )
@@ -32,7 +25,7 @@ func (n *Node) httpHandler() http.Handler {
 	s.ServeChanges(adminNode{n})
 	s.ServeCluster(adminNode{n})
 	s.Handle(PathMetrics, http.MethodGet, n.serveMetrics)
-	s.Handle(PathRegister, http.MethodPost, n.serveRegister)
+	s.ServeRegistrations(adminNode{n})
 	s.HandlePrefix(PathProfiles, n.serveProfiles)
 	return s
 }
@@ -64,42 +57,7 @@ func (n *Node) serveProfiles(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveRegister commits a coordinator's addresses; only the leader accepts, and only voters of the
-// Raft configuration may register.
-func (n *Node) serveRegister(w http.ResponseWriter, r *http.Request) {
-	var c fsm.Coordinator
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRegistrationBody))
-	if err == nil {
-		err = json.Unmarshal(body, &c)
-	}
-	if err != nil || c.ID == "" || c.RSocketAddr == "" || c.HTTPAddr == "" {
-		admin.WriteJSON(w, http.StatusBadRequest, lease.WireError{Code: lease.CodeBadRequest, Message: "want a JSON coordinator with id, rsocket_addr and http_addr"})
-		return
-	}
-	if !n.inConfiguration(c.ID) {
-		admin.WriteJSON(w, http.StatusBadRequest, lease.WireError{Code: lease.CodeBadRequest, Message: strconv.Quote(c.ID) + " is not in the raft configuration"})
-		return
-	}
-	switch unchanged, err := n.checkRegistration(c); {
-	case err != nil:
-		admin.WriteJSON(w, http.StatusBadRequest, lease.ToWire(err))
-		return
-	case unchanged:
-		admin.WriteJSON(w, http.StatusOK, lease.Ack{OK: true})
-		return
-	}
-	if err := n.apply(&fsm.RegisterCoordinator{Coordinator: c}); err != nil {
-		we := lease.ToWire(err)
-		status := http.StatusServiceUnavailable
-		if errors.Is(err, lease.ErrBadRequest) {
-			status = http.StatusBadRequest
-		}
-		admin.WriteJSON(w, status, we)
-		return
-	}
-	admin.WriteJSON(w, http.StatusOK, lease.Ack{OK: true})
-}
-
+// inConfiguration reports whether id is a server of the Raft configuration.
 func (n *Node) inConfiguration(id string) bool {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {

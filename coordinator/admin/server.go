@@ -49,12 +49,13 @@ type Node interface {
 // JSON answers of unknown paths (404) and wrong methods (405). It serves the view and the page
 // itself; the coordinator adds the routes whose handlers are still its own (Handle, HandlePrefix).
 type Server struct {
-	node     Node
-	changer  Changer // nil until ServeChanges
-	cluster  Cluster // nil until ServeCluster
-	log      zerolog.Logger
-	routes   map[string]route
-	prefixes []prefixRoute
+	node      Node
+	changer   Changer   // nil until ServeChanges
+	cluster   Cluster   // nil until ServeCluster
+	registrar Registrar // nil until ServeRegistrations
+	log       zerolog.Logger
+	routes    map[string]route
+	prefixes  []prefixRoute
 }
 
 type route struct {
