@@ -171,3 +171,13 @@ func (a adminNode) Registered(reg admin.Registration) bool {
 func (a adminNode) Register(reg admin.Registration) error {
 	return a.n.apply(&fsm.RegisterCoordinator{Coordinator: fsm.Coordinator(reg)})
 }
+
+// RefuseAdmin is the edge's check of an admin token, counted like the edge's refusals.
+func (a adminNode) RefuseAdmin(authorization string) (string, bool) {
+	refusal := a.n.auth.Admin(authorization)
+	if refusal == nil {
+		return "", false
+	}
+	a.n.metrics.refused(refusedAdmin)
+	return refusal.Message, true
+}
