@@ -9,16 +9,33 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
 
-// adminNode is the node as package admin sees it (admin.Node; admin.Changer for the calls that
-// change something; admin.Cluster for status and peers): an adapter rather than methods of Node,
-// so that what the admin API may ask of a coordinator is this list and no more. It reads Raft and
-// the replicated state for admin; the answers are admin's.
+// httpHandler serves the admin API: package admin's server, every answer of which is admin's,
+// over this node as adminNode shows it (the view, the changes, status and peers, the
+// registrations, the admin token for the profiles) and its Prometheus registry.
+func (n *Node) httpHandler() http.Handler {
+	a := adminNode{n}
+	s := admin.New(a, n.log)
+	s.ServeChanges(a)
+	s.ServeCluster(a)
+	s.ServeRegistrations(a)
+	s.ServeMetrics(promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}))
+	s.ServeProfiles(n.cfg.Profiling, a)
+	return s
+}
+
+// adminNode is the node as package admin sees it: admin.Node; admin.Changer for the calls that
+// change something; admin.Cluster for status and peers; admin.Registrar for the registration of
+// a coordinator's addresses; admin.AdminGate for the profiles. It is an adapter rather than
+// methods of Node, so that what the admin API may ask of a coordinator is this list and no more:
+// it reads Raft, the replicated state and the leader's term for admin, and every answer (JSON,
+// status code, error text) is admin's.
 type adminNode struct{ n *Node }
 
 func (a adminNode) ID() string { return a.n.cfg.NodeID }

@@ -251,7 +251,7 @@ func TestOwnPeersEntryIsTheAdvertisedAddress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = n.checkSelfPeer(context.Background(), bound)
+		err = n.cfg.checkSelfPeer(context.Background(), bound)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", name, err)

@@ -179,3 +179,14 @@ func (n *Node) versionGate(cmd fsm.Command) error {
 	}
 	return nil
 }
+
+// peerHTTPAddr is the admin address a coordinator registered, or "".
+func (n *Node) peerHTTPAddr(id string) string {
+	var addr string
+	n.fsm.View(func(s *fsm.State, _ uint64) {
+		if c := s.Coordinators[id]; c != nil {
+			addr = c.HTTPAddr
+		}
+	})
+	return addr
+}

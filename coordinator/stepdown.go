@@ -8,24 +8,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/retryring/retryring/coordinator/admin"
-	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
 
 // stepDownWait bounds how long the old leader waits to see who took over, after Raft confirmed
 // the transfer, before it answers without naming the new leader.
 const stepDownWait = 10 * time.Second
-
-// peerHTTPAddr is the admin address a coordinator registered, or "".
-func (n *Node) peerHTTPAddr(id string) string {
-	var addr string
-	n.fsm.View(func(s *fsm.State, _ uint64) {
-		if c := s.Coordinators[id]; c != nil {
-			addr = c.HTTPAddr
-		}
-	})
-	return addr
-}
 
 // stepDown hands the lead over (admin.Changer's StepDown, POST admin.PathStepDown) with Raft's
 // leadership transfer, to the named voter or to the one Raft picks, and says who took over once it
