@@ -26,7 +26,8 @@ const (
 )
 
 // Registration is a coordinator's addresses and FSM version as it registers them: the JSON of
-// the replicated state's coordinator, field for field.
+// the replicated state's coordinator, field for field (the coordinator converts one into the
+// other, so a field added to one and not to the other does not compile).
 type Registration struct {
 	ID          string `json:"id"`
 	RaftAddr    string `json:"raft_addr"`
