@@ -106,7 +106,7 @@ func (n *Node) authorizeHTTP(w http.ResponseWriter, r *http.Request) bool {
 		}
 		n.metrics.refused(refusedInternal)
 		n.refusalLog.Warn().Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Msg("internal call refused: neither the cluster secret nor a Raft certificate")
-		writeUnauthorized(w, "only coordinators may call "+PathInternal+"* (cluster secret or Raft TLS client certificate)")
+		admin.WriteUnauthorized(w, "only coordinators may call "+PathInternal+"* (cluster secret or Raft TLS client certificate)")
 		return false
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -120,13 +120,8 @@ func (n *Node) authorizeHTTP(w http.ResponseWriter, r *http.Request) bool {
 	// The client reads what it must send; this node's log names the file that decides.
 	n.refusalLog.Info().Str("remote", r.RemoteAddr).Str("method", r.Method).Str("path", r.URL.Path).Str("reason", refusal.Reason).
 		Msg("admin call refused: " + refusal.Reason)
-	writeUnauthorized(w, refusal.Message)
+	admin.WriteUnauthorized(w, refusal.Message)
 	return false
-}
-
-func writeUnauthorized(w http.ResponseWriter, msg string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="retryring"`)
-	admin.WriteJSON(w, http.StatusUnauthorized, lease.WireError{Code: lease.CodeUnauthorized, Message: msg})
 }
 
 // signInternal adds this node's credentials to a call to another coordinator's /v1/internal/

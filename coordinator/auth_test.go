@@ -287,7 +287,7 @@ func TestInternalEndpointsNeedTheClusterSecret(t *testing.T) {
 		"wrong secret": {HeaderClusterSecret: "cluster-secret-000000000000002"},
 		"admin token":  {"Authorization": "Bearer " + tokAdmin},
 	} {
-		status, _, body := httpDo(t, http.MethodPost, leader.HTTPAddr(), PathRegister, string(hijack), h)
+		status, _, body := httpDo(t, http.MethodPost, leader.HTTPAddr(), admin.PathRegister, string(hijack), h)
 		if status != http.StatusUnauthorized {
 			t.Errorf("%s: register answered %d %s, want 401", name, status, body)
 		}
@@ -301,7 +301,7 @@ func TestInternalEndpointsNeedTheClusterSecret(t *testing.T) {
 
 	secret := map[string]string{HeaderClusterSecret: clusterSec}
 	same, _ := json.Marshal(follower.selfRegistration())
-	if status, _, body := httpDo(t, http.MethodPost, leader.HTTPAddr(), PathRegister, string(same), secret); status != http.StatusOK {
+	if status, _, body := httpDo(t, http.MethodPost, leader.HTTPAddr(), admin.PathRegister, string(same), secret); status != http.StatusOK {
 		t.Fatalf("an unchanged registration: %d %s", status, body)
 	}
 	if index1, _ := appliedState(leader); index1 != index0 {
@@ -314,7 +314,7 @@ func TestInternalEndpointsNeedTheClusterSecret(t *testing.T) {
 		"not a voter":           {ID: "c9", RSocketAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"},
 	} {
 		b, _ := json.Marshal(reg)
-		if status, _, body := httpDo(t, http.MethodPost, leader.HTTPAddr(), PathRegister, string(b), secret); status != http.StatusBadRequest {
+		if status, _, body := httpDo(t, http.MethodPost, leader.HTTPAddr(), admin.PathRegister, string(b), secret); status != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", name, status, body)
 		}
 	}

@@ -46,17 +46,23 @@
 //	<-sigterm
 //	n.Close() // hands leadership over first
 //
-// The admin HTTP listener (package admin's server, over adminnode.go) serves GET / (the ring
+// The admin HTTP listener (package admin's server, wired in adminnode.go) serves GET / (the ring
 // page), GET /v1/ring (the same view as JSON, view.go builds it in admin's types), /healthz,
-// /readyz and /metrics (metrics.go), which read the view and decide nothing (the leader's view
-// adds what workers reported, backlog.go and admin.RingBacklog: it is for people and alerts, and
-// no decision of the coordinator reads it); and the calls that change something (the ring and
-// worker calls, join, add-peer, remove-peer, step-down), whose handlers are package admin's too:
-// the caller's authorization at the edge, strict input, forwarding from a follower to the
-// leader. What they need of Raft is admin.Changer, which adminnode.go implements: the command
-// built and checked against the replicated state's bounds, the trial, the version gate
-// (register.go) and the commit (admin.go), the forwarding to the leader's address (admin.go), the
-// Raft configuration changes (membership.go) and the leadership transfer (status.go).
+// /readyz, /v1/status, /v1/peers, /metrics (metrics.go's registry) and the profiles, which read
+// and decide nothing (the leader's view adds what workers reported, backlog.go and
+// admin.RingBacklog: it is for people and alerts, and no decision of the coordinator reads it);
+// the internal registration of a coordinator's addresses; and the calls that change something
+// (the ring and worker calls, join, add-peer, remove-peer, step-down). Every handler and every
+// answer is package admin's: the caller's authorization at the edge, strict input, the status
+// codes and texts, forwarding from a follower to the leader. What they need of this package is
+// adminNode (adminnode.go), which implements admin's small interfaces: for status and peers
+// (admin.Cluster) this node's Raft state, the configuration, the peers' registered admin
+// addresses and a call to a peer through the coordinators' client; for the registration
+// (admin.Registrar) the configuration, the state's copy and the commit; for the calls that change
+// something (admin.Changer) the command built and checked against the replicated state's bounds,
+// the trial, the version gate (register.go) and the commit (admin.go), the forwarding to the
+// leader's address (admin.go), the Raft configuration changes (membership.go) and the leadership
+// transfer (stepdown.go); for the profiles (admin.AdminGate) the admin token check.
 //
 // Credentials and limits (auth.go, authfiles.go, limits.go), each off until configured: a SETUP
 // is admitted only with a token of its ring (checked before the connection is registered, so a

@@ -524,7 +524,7 @@ func FuzzAdminRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, region, cluster, service string, body []byte) {
 		action := actions[int(which)%len(actions)]
 		ring := lease.RingKey{Region: region, Cluster: cluster, Service: service}
-		path := PathRegister
+		path := admin.PathRegister
 		if action != "register" {
 			path = admin.PathRings + url.PathEscape(region) + "/" + url.PathEscape(cluster) + "/" + url.PathEscape(service) + "/" + action
 		}

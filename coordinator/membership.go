@@ -275,3 +275,17 @@ func (n *Node) adminURL(addr, path string) string {
 	}
 	return strings.TrimRight(addr, "/") + path
 }
+
+// inConfiguration reports whether id is a server of the Raft configuration.
+func (n *Node) inConfiguration(id string) bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == raft.ServerID(id) {
+			return true
+		}
+	}
+	return false
+}

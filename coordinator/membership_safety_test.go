@@ -251,7 +251,7 @@ func TestOwnPeersEntryIsTheAdvertisedAddress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = n.checkSelfPeer(context.Background(), bound)
+		err = n.cfg.checkSelfPeer(context.Background(), bound)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", name, err)
@@ -354,7 +354,7 @@ func TestUnregisteredVoterIsNamedAsTheLikelyCause(t *testing.T) {
 		t.Fatalf("pause with c4 unregistered: %v, want ErrUpgradeIncomplete saying %q", err, want)
 	}
 	var peers admin.PeersAnswer
-	getJSON(t, leader.HTTPAddr(), PathPeers, &peers)
+	getJSON(t, leader.HTTPAddr(), admin.PathPeers, &peers)
 	for _, p := range peers.Peers {
 		if p.ID == "c4" && (p.Problem != admin.PeerUnregistered || !strings.HasPrefix(p.Error, "has not registered its admin address")) {
 			t.Fatalf("c4 in the peers list: %+v", p)
@@ -363,16 +363,15 @@ func TestUnregisteredVoterIsNamedAsTheLikelyCause(t *testing.T) {
 }
 
 // A coordinator that has not applied its log since it started knows no peer's admin address yet:
-// it says that of itself rather than that every peer has not registered.
+// it says that of itself (admin.Cluster's Behind) rather than that every peer has not
+// registered; admin's TestPeersSayWhyAStatusIsMissing reads the sentence it makes of it.
 func TestPeersNotKnownYetAfterStart(t *testing.T) {
 	dead := listenLoopback(t)
 	addr := dead.Addr().String()
 	_ = dead.Close()
 	n := startNode(t, joinerConfig(t, "c9", "", nil, addr))
-	problem, reason := n.unregisteredPeer("c1")
-	want := "not known yet: c9 (asked) has not applied its log since it started (no contact with a leader yet), so it does not know c1's admin address yet; ask again in a moment"
-	if problem != admin.PeerUnknown || reason != want {
-		t.Fatalf("unregisteredPeer: %q %q, want %q %q", problem, reason, admin.PeerUnknown, want)
+	if behind, want := (adminNode{n}).Behind(), "no contact with a leader yet"; behind != want {
+		t.Fatalf("Behind: %q, want %q", behind, want)
 	}
 }
 

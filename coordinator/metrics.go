@@ -2,13 +2,11 @@ package coordinator
 
 import (
 	"math"
-	"net/http"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
@@ -67,10 +65,6 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 	})
 	m.registry.MustRegister(nodeCollector{n: n, m: m}, m.proofSeconds)
 	return m
-}
-
-func (n *Node) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }
 
 var (

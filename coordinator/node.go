@@ -166,7 +166,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := n.checkSelfPeer(ctx, raftLn.Addr()); err != nil {
+	if err := n.cfg.checkSelfPeer(ctx, raftLn.Addr()); err != nil {
 		return err
 	}
 	if err := n.startAuth(); err != nil {

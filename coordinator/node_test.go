@@ -70,7 +70,7 @@ func TestClusterElectsAndRegistersEveryCoordinator(t *testing.T) {
 		{leader.HTTPAddr(), `{"id":`, http.StatusBadRequest},
 		{follower.HTTPAddr(), `{"id":"c1","rsocket_addr":"x:1","http_addr":"x:2"}`, http.StatusServiceUnavailable},
 	} {
-		resp, err := http.Post("http://"+tc.addr+PathRegister, "application/json", strings.NewReader(tc.body))
+		resp, err := http.Post("http://"+tc.addr+admin.PathRegister, "application/json", strings.NewReader(tc.body))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -104,17 +104,17 @@ func peersString(peers []Peer) string {
 // at: --raft-advertise when given, else the bound Raft address. A host name that resolves to the
 // bound IP is that address (the chart's pods bind an IP and are named by DNS); a node bound to
 // every interface takes any host with its port.
-func (n *Node) checkSelfPeer(ctx context.Context, bound net.Addr) error {
-	i := slices.IndexFunc(n.cfg.Peers, func(p Peer) bool { return p.ID == n.cfg.NodeID })
+func (c Config) checkSelfPeer(ctx context.Context, bound net.Addr) error {
+	i := slices.IndexFunc(c.Peers, func(p Peer) bool { return p.ID == c.NodeID })
 	if i < 0 {
 		return nil
 	}
-	self := n.cfg.Peers[i]
+	self := c.Peers[i]
 	wrong := func(format string, args ...any) error {
 		return fmt.Errorf("%w: --peers entry %q is not this node's raft address: %s; the other voters would dial %s and never reach %s",
 			ErrBadConfig, self.String(), fmt.Sprintf(format, args...), self.RaftAddr, self.ID)
 	}
-	if a := n.cfg.RaftAdvertise; a != "" {
+	if a := c.RaftAdvertise; a != "" {
 		if a != self.RaftAddr {
 			return wrong("it advertises %s (--raft-advertise)", a)
 		}
@@ -137,7 +137,7 @@ func (n *Node) checkSelfPeer(ctx context.Context, bound net.Addr) error {
 		}
 		return nil
 	}
-	lookup := n.cfg.lookupHost
+	lookup := c.lookupHost
 	if lookup == nil {
 		lookup = net.DefaultResolver.LookupHost
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/retryring/retryring/coordinator/admin"
 )
 
 // TestProfilesNeedTheFlagAndAnAdminToken: /debug/pprof/ answers 404 with the flag to set when
@@ -27,24 +29,24 @@ func TestProfilesNeedTheFlagAndAnAdminToken(t *testing.T) {
 	}
 
 	off := newCluster(t, 1, nil).leader()
-	if code, body := get(off, PathProfiles+"goroutine?debug=1", ""); code != http.StatusNotFound || !strings.Contains(body, "start it with --profiling") {
+	if code, body := get(off, admin.PathProfiles+"goroutine?debug=1", ""); code != http.StatusNotFound || !strings.Contains(body, "start it with --profiling") {
 		t.Errorf("profiling off: %d %s", code, body)
 	}
 
 	dir := authDir(t)
 	writeStandardAuth(t, dir)
 	on := authCluster(t, dir, func(c *Config) { c.Profiling = true }).leader()
-	if code, body := get(on, PathProfiles+"goroutine?debug=1", ""); code != http.StatusUnauthorized || !strings.Contains(body, "needs an admin token") {
+	if code, body := get(on, admin.PathProfiles+"goroutine?debug=1", ""); code != http.StatusUnauthorized || !strings.Contains(body, "needs an admin token") {
 		t.Errorf("a profile without the admin token: %d %s", code, body)
 	}
-	if code, body := get(on, PathProfiles+"goroutine?debug=1", tokOther); code != http.StatusUnauthorized {
+	if code, body := get(on, admin.PathProfiles+"goroutine?debug=1", tokOther); code != http.StatusUnauthorized {
 		t.Errorf("a profile with a wrong token: %d %s", code, body)
 	}
-	code, body := get(on, PathProfiles+"goroutine?debug=1", tokAdmin)
+	code, body := get(on, admin.PathProfiles+"goroutine?debug=1", tokAdmin)
 	if code != http.StatusOK || !strings.Contains(body, "goroutine profile:") || !strings.Contains(body, "coordinator.(*Node)") {
 		t.Errorf("a goroutine profile with the admin token: %d %.300s", code, body)
 	}
-	if code, body := get(on, PathProfiles, tokAdmin); code != http.StatusOK || !strings.Contains(body, "heap") {
+	if code, body := get(on, admin.PathProfiles, tokAdmin); code != http.StatusOK || !strings.Contains(body, "heap") {
 		t.Errorf("the index: %d %.300s", code, body)
 	}
 }

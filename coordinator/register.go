@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 )
@@ -101,7 +101,7 @@ func (n *Node) registerOnce(ctx context.Context, client *http.Client) bool {
 		return false
 	}
 	body, _ := json.Marshal(want)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.peerURL(leaderHTTP, PathRegister), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.peerURL(leaderHTTP, admin.PathRegister), bytes.NewReader(body))
 	if err != nil {
 		return false
 	}
@@ -180,41 +180,13 @@ func (n *Node) versionGate(cmd fsm.Command) error {
 	return nil
 }
 
-// Bounds of a registration: ids as Config.Validate allows them, addresses as host:port of a
-// reasonable length, and an FSM version no release will reach.
-const (
-	maxRegistrationBody = 4 << 10
-	maxRegistrationAddr = 256
-	maxFSMVersion       = 1 << 16
-)
-
-// checkRegistration refuses a registration whose fields are out of bounds, and reports whether
-// it would change nothing in the replicated state: then no Raft entry is written for it (every
-// registration was an fsync'd entry, whoever sent it).
-func (n *Node) checkRegistration(c fsm.Coordinator) (unchanged bool, err error) {
-	bad := func(format string, args ...any) (bool, error) {
-		return false, fmt.Errorf("%w: registration: %s", lease.ErrBadRequest, fmt.Sprintf(format, args...))
-	}
-	if len(c.ID) > 128 || strings.ContainsAny(c.ID, " \t\n\x00/") {
-		return bad("id %.64q is not a node id", c.ID)
-	}
-	for name, addr := range map[string]string{"raft_addr": c.RaftAddr, "rsocket_addr": c.RSocketAddr, "http_addr": c.HTTPAddr} {
-		if addr == "" && name == "raft_addr" {
-			continue
-		}
-		if len(addr) > maxRegistrationAddr {
-			return bad("%s longer than %d bytes", name, maxRegistrationAddr)
-		}
-		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
-			return bad("%s %.64q is not host:port", name, addr)
-		}
-	}
-	if c.FSMVersion < 0 || c.FSMVersion > maxFSMVersion {
-		return bad("fsm_version %d", c.FSMVersion)
-	}
+// peerHTTPAddr is the admin address a coordinator registered, or "".
+func (n *Node) peerHTTPAddr(id string) string {
+	var addr string
 	n.fsm.View(func(s *fsm.State, _ uint64) {
-		have := s.Coordinators[c.ID]
-		unchanged = have != nil && *have == c
+		if c := s.Coordinators[id]; c != nil {
+			addr = c.HTTPAddr
+		}
 	})
-	return unchanged, nil
+	return addr
 }

@@ -22,7 +22,7 @@ func TestStatusAndPeers(t *testing.T) {
 	eventually(t, 5*time.Second, follower.cfg.NodeID+" applied a's join", func() bool { return len(follower.View().Rings) == 1 })
 
 	var st admin.StatusAnswer
-	if code := getJSON(t, follower.HTTPAddr(), PathStatus, &st); code != http.StatusOK {
+	if code := getJSON(t, follower.HTTPAddr(), admin.PathStatus, &st); code != http.StatusOK {
 		t.Fatalf("status: %d", code)
 	}
 	if st.Node.ID != follower.cfg.NodeID || st.Node.State != "follower" || st.Node.LeaderID != leader.cfg.NodeID ||
@@ -34,13 +34,13 @@ func TestStatusAndPeers(t *testing.T) {
 		t.Fatalf("leader's status through %s: %+v (%s)", follower.cfg.NodeID, st.Leader, st.LeaderError)
 	}
 	var local admin.NodeStatus
-	getJSON(t, leader.HTTPAddr(), PathStatus+"?local=1", &local)
+	getJSON(t, leader.HTTPAddr(), admin.PathStatus+"?local=1", &local)
 	if local.ID != leader.cfg.NodeID || local.State != "leader" {
 		t.Fatalf("local status of the leader: %+v", local)
 	}
 
 	var peers admin.PeersAnswer
-	if code := getJSON(t, follower.HTTPAddr(), PathPeers, &peers); code != http.StatusOK || len(peers.Peers) != 3 {
+	if code := getJSON(t, follower.HTTPAddr(), admin.PathPeers, &peers); code != http.StatusOK || len(peers.Peers) != 3 {
 		t.Fatalf("peers: %d %+v", code, peers)
 	}
 	leaders := 0
@@ -59,7 +59,7 @@ func TestStatusAndPeers(t *testing.T) {
 	// A dead peer is shown as unreachable, the others as they are.
 	other := c.followers(leader)[1]
 	other.Kill()
-	getJSON(t, follower.HTTPAddr(), PathPeers, &peers)
+	getJSON(t, follower.HTTPAddr(), admin.PathPeers, &peers)
 	for _, p := range peers.Peers {
 		if (p.ID == other.cfg.NodeID) != (p.Status == nil) || (p.ID == other.cfg.NodeID && !strings.Contains(p.Error, "unreachable")) {
 			t.Fatalf("peer %s after %s died: error %q status %+v", p.ID, other.cfg.NodeID, p.Error, p.Status)

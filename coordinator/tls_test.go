@@ -283,7 +283,7 @@ func TestRaftPeerVerifiedOnlyForRaftCertificates(t *testing.T) {
 			cfg.GetClientCertificate = presenting(cert)
 		}
 		client := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 5 * time.Second}
-		resp, err := client.Post(url+PathRegister, "application/json", strings.NewReader("{}"))
+		resp, err := client.Post(url+admin.PathRegister, "application/json", strings.NewReader("{}"))
 		if err != nil {
 			return "", err
 		}
@@ -312,7 +312,7 @@ func TestRaftPeerVerifiedOnlyForRaftCertificates(t *testing.T) {
 	if _, err := ask(p.other.Issue(tlstest.Options{})); err == nil {
 		t.Error("a client certificate of another CA passed the admin port's handshake")
 	}
-	plain := httptest.NewRequest(http.MethodPost, PathRegister, nil)
+	plain := httptest.NewRequest(http.MethodPost, admin.PathRegister, nil)
 	if n.raftPeerVerified(plain) {
 		t.Error("a plain request counts as a coordinator")
 	}

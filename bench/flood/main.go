@@ -16,7 +16,7 @@ import (
 
 	rslogger "github.com/rsocket/rsocket-go/logger"
 
-	"github.com/retryring/retryring/coordinator"
+	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/coordinator/auth"
 	"github.com/retryring/retryring/internal/proc"
 	"github.com/retryring/retryring/lease"
@@ -163,7 +163,7 @@ func run(ctx context.Context, o options) (err error) {
 
 // leaderRefusals reads retryring_coordinator_refusals_total by reason from the leader.
 func leaderRefusals(ctx context.Context, co *proc.Coordinator) (map[string]float64, error) {
-	body, err := httpGet(ctx, co.URL(coordinator.PathMetrics))
+	body, err := httpGet(ctx, co.URL(admin.PathMetrics))
 	if err != nil {
 		return nil, err
 	}

@@ -453,7 +453,7 @@ func (b *bench) profileSteady(ctx context.Context, leader *proc.Coordinator) <-c
 	seconds := max(int(b.o.steady.Seconds())-1, 1)
 	path := filepath.Join(b.o.cpuProfiles, fmt.Sprintf("leader-%d-%s.pprof", b.r.workers, b.r.timing.name))
 	go func() {
-		err := fetchProfile(ctx, leader.URL(fmt.Sprintf("%sprofile?seconds=%d", coordinator.PathProfiles, seconds)), path, time.Duration(seconds+10)*time.Second)
+		err := fetchProfile(ctx, leader.URL(fmt.Sprintf("%sprofile?seconds=%d", admin.PathProfiles, seconds)), path, time.Duration(seconds+10)*time.Second)
 		if err == nil {
 			benchkit.Logf("steady: the leader's CPU profile over %d s in %s (go tool pprof -top %s)", seconds, path, path)
 		}

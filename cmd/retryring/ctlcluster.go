@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/retryring/retryring/coordinator"
 	"github.com/retryring/retryring/coordinator/admin"
 )
 
@@ -20,7 +19,7 @@ last contact with the leader, last log, commit and applied index, FSM version, r
 cordoned workers in its replicated state, and whether it is ready (GET /readyz) and why not.`,
 		cobra.NoArgs, nil,
 		func(cmd *cobra.Command, c *ctlConn, _ []string) error {
-			body, err := c.get(cmd.Context(), coordinator.PathStatus)
+			body, err := c.get(cmd.Context(), admin.PathStatus)
 			if err != nil {
 				return err
 			}
@@ -65,7 +64,7 @@ state, voter or not, last contact with the leader, commit and applied index, as 
 itself to the coordinator asked (a server that does not answer is shown unreachable).`,
 		cobra.NoArgs, nil,
 		func(cmd *cobra.Command, c *ctlConn, _ []string) error {
-			body, err := c.get(cmd.Context(), coordinator.PathPeers)
+			body, err := c.get(cmd.Context(), admin.PathPeers)
 			if err != nil {
 				return err
 			}

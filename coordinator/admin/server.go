@@ -47,13 +47,16 @@ type Node interface {
 
 // Server is the admin HTTP API of one coordinator: the edge (Node.Authorize), the routes, and the
 // JSON answers of unknown paths (404) and wrong methods (405). It serves the view and the page
-// itself; the coordinator adds the routes whose handlers are still its own (Handle, HandlePrefix).
+// itself, and the other calls once given what they need of the node (ServeChanges, ServeCluster,
+// ServeRegistrations, ServeMetrics, ServeProfiles).
 type Server struct {
-	node     Node
-	changer  Changer // nil until ServeChanges
-	log      zerolog.Logger
-	routes   map[string]route
-	prefixes []prefixRoute
+	node      Node
+	changer   Changer   // nil until ServeChanges
+	cluster   Cluster   // nil until ServeCluster
+	registrar Registrar // nil until ServeRegistrations
+	log       zerolog.Logger
+	routes    map[string]route
+	prefixes  []prefixRoute
 }
 
 type route struct {
