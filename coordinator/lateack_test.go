@@ -44,6 +44,15 @@ func (w *raftWire) cutOff(addrs ...string) {
 	}
 }
 
+// reconnect undoes cutOff for addrs: the partition heals.
+func (w *raftWire) reconnect(addrs ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range addrs {
+		delete(w.cut, raft.ServerAddress(a))
+	}
+}
+
 func (w *raftWire) isCut(target raft.ServerAddress) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -122,6 +131,22 @@ func standForElection(t *testing.T, w *raftWire, from, to *Node) {
 	}
 }
 
+// proofsCommitted is how many proofs of leadership n committed as leader (leaderTerm.proveLeadership
+// observes each in its histogram).
+func proofsCommitted(t *testing.T, n *Node) uint64 {
+	t.Helper()
+	families, err := n.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "retryring_coordinator_leadership_proof_seconds" && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
+}
+
 // logsEven waits until every node's log ends at the same index. A TimeoutNow makes its receiver a
 // candidate at once, whatever its log: a candidate whose log lags one entry (a barrier committed by
 // the other two) is refused by both, the leader steps down on seeing its higher term, and with
@@ -159,14 +184,15 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 // a VerifyLeader registers (its followers hear from it every CommitTimeout by replication). With a
 // renewal period of minutes and no worker, L proves its leadership only when the test asks. In a
 // real partition F1 votes only after its heartbeat timeout, a time L bridges with other late
-// answers (Raft's own leader lease counts those too). LeaderLeaseTimeout is 3 s so that Raft's
-// lease keeps L leading while the story runs; the late answer is held only as long as the story
-// takes.
+// answers (Raft's own leader lease counts those too). Raft's leader lease is minutes long so that
+// it never ends L's leadership on its own: at 3 s, a story slowed down by a loaded machine
+// outlived it ("the old leader stepped down before the story ran"). L steps down when the test
+// heals its path to F1 once the late answer was taken in, and meets F1's newer term.
 func TestLateAcknowledgementDoesNotRenewADeposedLeader(t *testing.T) {
 	wires := make([]*raftWire, 3)
 	c := newCluster(t, 3, func(i int, cfg *Config) {
 		cfg.Timing = lease.Timing{TTL: 10 * time.Minute, Renewal: 5 * time.Minute, Margin: 100 * time.Millisecond}
-		cfg.LeaderLeaseTimeout = 3 * time.Second
+		cfg.LeaderLeaseTimeout = 5 * time.Minute
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout = time.Hour, time.Hour
 		cfg.raftTransport = func(nt *raft.NetworkTransport) raft.Transport {
 			wires[i] = newRaftWire(nt)
@@ -181,6 +207,10 @@ func TestLateAcknowledgementDoesNotRenewADeposedLeader(t *testing.T) {
 	}
 	old := l.currentTerm()
 	lw := wires[0]
+	// The story's proof must start after N's election (step 4), from an idle verify loop: one
+	// still waiting on its first proof's barrier when the hold begins waits for good if that
+	// barrier never reaches F1 (seen under load: the proof of step 4 never began).
+	eventually(t, 10*time.Second, "the leader's first proof of leadership", func() bool { return proofsCommitted(t, l) > 0 })
 
 	// 1. F1 stores L's next AppendEntries and acknowledges it; the acknowledgement stays on the
 	// wire.
@@ -214,31 +244,38 @@ func TestLateAcknowledgementDoesNotRenewADeposedLeader(t *testing.T) {
 	if !l.IsLeader() {
 		t.Fatal("the old leader stepped down before the story ran: Raft's leader lease ran out (machine too slow?)")
 	}
-	// 4. L starts a proof of leadership, after N's election. The first request it causes (a
-	// heartbeat of VerifyLeader, or a new entry) shows it began.
+	// 4. L starts a proof of leadership, after N's election. It shows it began by a heartbeat
+	// (VerifyLeader's) or by a new entry in L's log (a barrier's): replication cannot tell,
+	// since L's replication to F2 backs off further with each request the cut refuses, and F1's
+	// waits on the held answer.
 	lastIndex := l.raft.LastIndex()
 	began := make(chan struct{})
 	signal := sync.OnceFunc(func() { close(began) })
 	lw.setWatch(func(_ raft.ServerAddress, r *raft.AppendEntriesRequest) {
-		if isHeartbeat(r) || (len(r.Entries) > 0 && r.Entries[len(r.Entries)-1].Index > lastIndex) {
+		if isHeartbeat(r) {
 			signal()
 		}
 	})
 	old.requestVerify()
-	stepped := make(chan struct{})
-	go func() {
-		defer close(stepped)
-		for l.IsLeader() {
-			time.Sleep(10 * time.Millisecond)
+	eventually(t, 10*time.Second, "the old leader's proof of leadership to begin", func() bool {
+		select {
+		case <-began:
+			return true
+		default:
+			return l.raft.LastIndex() > lastIndex || !l.IsLeader()
 		}
-	}()
-	select {
-	case <-began:
-	case <-stepped:
-	}
-	// 5. The late acknowledgement arrives.
+	})
+	// 5. The late acknowledgement arrives. L's replication to F1 waits on it in the held call and
+	// sends F1 nothing else before Raft took the answer in: at the next entry-carrying request
+	// to F1 (heartbeats run apart), the partition heals between L and F1. That request was cut
+	// already; L's next one meets F1's newer term, and L steps down.
+	lw.setWatch(func(target raft.ServerAddress, r *raft.AppendEntriesRequest) {
+		if target == raft.ServerAddress(f1.RaftAddr()) && !isHeartbeat(r) {
+			lw.reconnect(f1.RaftAddr())
+		}
+	})
 	deliver()
-	// 6. L steps down once Raft's lease runs out; its term ends.
+	// 6. L's term ends.
 	eventually(t, 10*time.Second, "the old leader's term to end", func() bool { return old.ctx.Err() != nil })
 	old.wg.Wait()
 
