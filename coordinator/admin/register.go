@@ -100,7 +100,10 @@ func checkRegistration(c Registration) error {
 	if !ValidNodeID(c.ID) {
 		return bad("id %.64q is not a node id", c.ID)
 	}
-	for name, addr := range map[string]string{"raft_addr": c.RaftAddr, "rsocket_addr": c.RSocketAddr, "http_addr": c.HTTPAddr} {
+	// In the JSON's order, so that a registration with two bad addresses is refused for the same
+	// one every time (a map's order would pick either).
+	for _, f := range []struct{ name, addr string }{{"raft_addr", c.RaftAddr}, {"rsocket_addr", c.RSocketAddr}, {"http_addr", c.HTTPAddr}} {
+		name, addr := f.name, f.addr
 		if addr == "" && name == "raft_addr" {
 			continue
 		}

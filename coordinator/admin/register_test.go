@@ -49,6 +49,8 @@ func TestRegisterChecksThenCommits(t *testing.T) {
 		{`{"id":"c9","rsocket_addr":"h:1","http_addr":"h:2"}`, `{"error":"bad_request","message":"\"c9\" is not in the raft configuration"}`},
 		{`{"id":"c2","rsocket_addr":"nowhere","http_addr":"h:2"}`, `{"error":"bad_request","message":"bad_request: registration: rsocket_addr \"nowhere\" is not host:port"}`},
 		{`{"id":"c2","rsocket_addr":"` + strings.Repeat("a", 300) + `:1","http_addr":"h:2"}`, `{"error":"bad_request","message":"bad_request: registration: rsocket_addr longer than 256 bytes"}`},
+		// Two bad addresses: the first in the JSON's order is named, every time.
+		{`{"id":"c2","raft_addr":"r","rsocket_addr":"s","http_addr":"h"}`, `{"error":"bad_request","message":"bad_request: registration: raft_addr \"r\" is not host:port"}`},
 		{`{"id":"c2","rsocket_addr":"h:1","http_addr":"h:2","fsm_version":-1}`, `{"error":"bad_request","message":"bad_request: registration: fsm_version -1"}`},
 	} {
 		rec := post(s, PathRegister, tc.body)
