@@ -229,7 +229,7 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte, dryRun b
 		case <-ctx.Done():
 		}
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.adminURL(addr, admin.PathJoin), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.peerURL(addr, admin.PathJoin), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -265,15 +265,6 @@ func (n *Node) askToJoin(client *http.Client, addr string, body []byte, dryRun b
 		}
 	}
 	return nil
-}
-
-// adminURL is the URL of path on a coordinator's admin HTTP address (host:port, or a URL); a bare
-// address gets the scheme the coordinators speak among themselves (peerScheme).
-func (n *Node) adminURL(addr, path string) string {
-	if !strings.Contains(addr, "://") {
-		addr = n.peerScheme() + "://" + addr
-	}
-	return strings.TrimRight(addr, "/") + path
 }
 
 // inConfiguration reports whether id is a server of the Raft configuration.

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -69,12 +68,8 @@ func (c *rawConn) send(b ...[]byte) {
 func (c *rawConn) next(timeout time.Duration) (core.BufferedFrame, error) {
 	_ = c.SetReadDeadline(time.Now().Add(timeout))
 	for {
-		var head [3]byte
-		if _, err := io.ReadFull(c, head[:]); err != nil {
-			return nil, err
-		}
-		body := make([]byte, int(head[0])<<16|int(head[1])<<8|int(head[2]))
-		if _, err := io.ReadFull(c, body); err != nil {
+		body, err := rsframe.Read(c, rsframe.MaxLength)
+		if err != nil {
 			return nil, err
 		}
 		f, err := framing.FromBytes(body)

@@ -132,9 +132,14 @@ func (n *Node) peerScheme() string {
 	return "http"
 }
 
-// peerURL is the URL of path on another coordinator's admin port.
-func (n *Node) peerURL(httpAddr, path string) string {
-	return n.peerScheme() + "://" + httpAddr + path
+// peerURL is the URL of path on another coordinator's admin port, given as host:port or as a URL
+// (an operator's --join may carry one); a bare address gets the scheme the coordinators speak among
+// themselves (peerScheme).
+func (n *Node) peerURL(addr, path string) string {
+	if !strings.Contains(addr, "://") {
+		addr = n.peerScheme() + "://" + addr
+	}
+	return strings.TrimRight(addr, "/") + path
 }
 
 // peerHTTPClient is the client of calls to other coordinators' admin ports: with admin TLS it

@@ -101,15 +101,19 @@ func (c *cluster) settled(ctx context.Context) (bool, string) {
 		return false, "ring not in the view"
 	}
 	n := len(c.probes)
-	if len(r.Members) != n {
-		return false, fmt.Sprintf("%d members, want %d", len(r.Members), n)
+	running := make(map[string]string, n)
+	for _, pr := range c.probes {
+		if err := pr.refresh(); err != nil {
+			return false, err.Error()
+		}
+		running[pr.id] = pr.incarnation()
+	}
+	if err := r.AtRest(running); err != nil {
+		return false, err.Error()
 	}
 	splits := lease.Split(n)
 	byID := map[string]admin.MemberView{}
 	for _, m := range r.Members {
-		if m.State != admin.MemberActive || m.NodeIndex < 0 || m.NodeIndex >= n {
-			return false, fmt.Sprintf("member %s is %s at index %d", m.WorkerID, m.State, m.NodeIndex)
-		}
 		rs, err := lease.DecodeRanges(m.Ranges)
 		if err != nil || !rs.Equal(lease.Ranges{splits[m.NodeIndex]}) {
 			return false, fmt.Sprintf("member %s does not hold its equal share yet", m.WorkerID)
@@ -118,15 +122,8 @@ func (c *cluster) settled(ctx context.Context) (bool, string) {
 	}
 	now := time.Now().UnixNano()
 	for _, pr := range c.probes {
-		if err := pr.refresh(); err != nil {
-			return false, err.Error()
-		}
-		inc := pr.incarnation()
-		m, ok := byID[pr.id]
-		if !ok || m.Incarnation != inc {
-			return false, fmt.Sprintf("probe %s (incarnation %.8s) is not a member", pr.id, inc)
-		}
-		recs := pr.leases(inc)
+		m := byID[pr.id]
+		recs := pr.leases(running[pr.id])
 		if len(recs) == 0 {
 			return false, fmt.Sprintf("probe %s holds no lease", pr.id)
 		}

@@ -478,39 +478,15 @@ func (c *Cluster) RingOf(v admin.RingView) (admin.RingStateView, bool) {
 	return v.Ring(c.opts.Ring)
 }
 
-// Settled reports whether the ring in v has exactly the members workers (worker id → incarnation,
-// "" for any incarnation), all active and none departed, whose ranges cover the whole ring
-// without overlap. It returns why not.
+// Settled reports whether the ring in v is at rest with exactly the members workers (worker id →
+// incarnation, "" for any incarnation): admin.RingStateView.AtRest. It returns why not.
 func (c *Cluster) Settled(v admin.RingView, workers map[string]string) (bool, string) {
 	r, ok := c.RingOf(v)
 	if !ok {
 		return false, "ring not in the view"
 	}
-	var covered lease.Ranges
-	seen := map[string]bool{}
-	for _, m := range r.Members {
-		inc, want := workers[m.WorkerID]
-		switch {
-		case m.State != admin.MemberActive || !want || seen[m.WorkerID]:
-			return false, fmt.Sprintf("member %s incarnation %s is %s", m.WorkerID, m.Incarnation, m.State)
-		case inc != "" && inc != m.Incarnation:
-			return false, fmt.Sprintf("member %s is incarnation %s, not the running %s", m.WorkerID, m.Incarnation, inc)
-		}
-		seen[m.WorkerID] = true
-		rs, err := lease.DecodeRanges(m.Ranges)
-		if err != nil {
-			return false, err.Error()
-		}
-		if covered.Overlaps(rs) {
-			return false, fmt.Sprintf("member %s overlaps another", m.WorkerID)
-		}
-		covered = covered.Union(rs)
-	}
-	if len(seen) != len(workers) {
-		return false, fmt.Sprintf("%d of %d workers are members", len(seen), len(workers))
-	}
-	if !covered.Equal(lease.Ranges{lease.FullRing}) {
-		return false, "ranges do not cover the ring: " + covered.String()
+	if err := r.AtRest(workers); err != nil {
+		return false, err.Error()
 	}
 	return true, ""
 }

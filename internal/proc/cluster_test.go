@@ -22,7 +22,12 @@ func member(id, inc string, epoch uint64, expires time.Time, rs ...lease.Range) 
 	return m
 }
 
+// view is a leader's view of DefaultRing with members ms, node indexes in their order, beside
+// another ring.
 func view(ms ...admin.MemberView) admin.RingView {
+	for i := range ms {
+		ms[i].NodeIndex = i
+	}
 	return admin.RingView{Rings: []admin.RingStateView{
 		{Region: "other", Cluster: "c1", Service: "orders"},
 		{Region: DefaultRing.Region, Cluster: DefaultRing.Cluster, Service: DefaultRing.Service, Members: ms},

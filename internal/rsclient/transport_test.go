@@ -2,7 +2,6 @@ package rsclient
 
 import (
 	"context"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"github.com/rsocket/rsocket-go/core"
 	"github.com/rsocket/rsocket-go/core/transport"
 	"github.com/rsocket/rsocket-go/payload"
+
+	"github.com/retryring/retryring/internal/rsframe"
 )
 
 // slowDial is a transporter that takes three KEEPALIVE periods before it hands over conn, as a slow
@@ -36,12 +37,8 @@ func firstFrames(t *testing.T, ln net.Listener, n int) <-chan []core.FrameType {
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		var types []core.FrameType
 		for len(types) < n {
-			var prefix [3]byte
-			if _, err := io.ReadFull(c, prefix[:]); err != nil {
-				break
-			}
-			frame := make([]byte, int(prefix[0])<<16|int(prefix[1])<<8|int(prefix[2]))
-			if _, err := io.ReadFull(c, frame); err != nil {
+			frame, err := rsframe.Read(c, rsframe.MaxLength)
+			if err != nil {
 				break
 			}
 			var h core.FrameHeader

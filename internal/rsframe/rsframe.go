@@ -3,6 +3,8 @@ package rsframe
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"io"
 
 	"github.com/rsocket/rsocket-go/core"
 )
@@ -19,6 +21,28 @@ const flagsOffset = 4
 // Length reads a length prefix.
 func Length(prefix []byte) int {
 	return int(prefix[0])<<16 | int(prefix[1])<<8 | int(prefix[2])
+}
+
+// MaxLength is the largest length a prefix can say: 16 MiB less one byte.
+const MaxLength = 1<<24 - 1
+
+// Read reads one length-prefixed frame from r and returns its body (the frame after its prefix).
+// A frame longer than limit is an error, its body left unread: a reader that cannot trust its
+// peer bounds what it allocates.
+func Read(r io.Reader, limit int) ([]byte, error) {
+	var prefix [LengthSize]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return nil, err
+	}
+	n := Length(prefix[:])
+	if n > limit {
+		return nil, fmt.Errorf("rsframe: a frame of %d bytes, more than the %d this reader takes", n, limit)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 // Keepalive says whether body (a whole frame after its length prefix) is a KEEPALIVE frame on

@@ -2,6 +2,8 @@ package rsframe
 
 import (
 	"bytes"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/rsocket/rsocket-go/core"
@@ -71,4 +73,36 @@ func TestCursorFollowsAnyCut(t *testing.T) {
 			from = to
 		}
 	})
+}
+
+func TestReadTakesOneFrameAndRefusesOneTooLong(t *testing.T) {
+	keepalive := Bytes(framing.NewWriteableKeepaliveFrame(7, []byte("x"), true))
+	var stream bytes.Buffer
+	stream.Write(keepalive)
+	stream.Write(keepalive)
+	size := len(keepalive)
+	for i := range 2 {
+		body, err := Read(&stream, MaxLength)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if len(body) != size-LengthSize {
+			t.Fatalf("frame %d: %d bytes, want %d", i, len(body), size-LengthSize)
+		}
+		if ka, respond := Keepalive(body); !ka || !respond {
+			t.Fatalf("frame %d: keepalive %v respond %v, want both", i, ka, respond)
+		}
+	}
+	if _, err := Read(&stream, MaxLength); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want io.EOF", err)
+	}
+
+	stream.Reset()
+	stream.Write(keepalive)
+	if _, err := Read(&stream, size-LengthSize-1); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("a frame over the limit: %v, want an error that says so", err)
+	}
+	if _, err := Read(bytes.NewReader([]byte{0, 0, 20, 1, 2}), MaxLength); err != io.ErrUnexpectedEOF {
+		t.Fatalf("a frame cut short: %v, want io.ErrUnexpectedEOF", err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rsocket/rsocket-go/core/framing"
 	"github.com/rsocket/rsocket-go/extension"
 
+	"github.com/retryring/retryring/internal/rsframe"
 	"github.com/retryring/retryring/lease"
 )
 
@@ -242,16 +243,8 @@ func routing(route string) []byte {
 
 // readFrame reads one length-prefixed frame (at most 64 KiB: the coordinator's answers are small).
 func readFrame(conn net.Conn) (core.BufferedFrame, error) {
-	var head [3]byte
-	if _, err := io.ReadFull(conn, head[:]); err != nil {
-		return nil, err
-	}
-	n := int(head[0])<<16 | int(head[1])<<8 | int(head[2])
-	if n > 64<<10 {
-		return nil, errors.New("flood: frame too large")
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(conn, body); err != nil {
+	body, err := rsframe.Read(conn, 64<<10)
+	if err != nil {
 		return nil, err
 	}
 	return framing.FromBytes(body)

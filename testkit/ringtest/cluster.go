@@ -13,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/retryring/retryring/coordinator"
-	"github.com/retryring/retryring/coordinator/admin"
 	"github.com/retryring/retryring/fsm"
 	"github.com/retryring/retryring/lease"
 	"github.com/retryring/retryring/testkit/ringtest/faultproxy"
@@ -190,7 +189,7 @@ func (c *Cluster) watch() {
 			c.leader, c.leaderSince = l, at
 			c.mu.Unlock()
 		}
-		if r, ok := ringView(l.View(), c.opts.Ring); ok && r.Generation != c.noted.Load() {
+		if r, ok := l.View().Ring(c.opts.Ring); ok && r.Generation != c.noted.Load() {
 			c.rec.Note(Event{Kind: EventGeneration, Coordinator: l.ID, Epoch: r.Generation, Fault: true})
 			c.noted.Store(r.Generation)
 		}
@@ -381,7 +380,7 @@ func (c *Cluster) settledNow() (bool, string) {
 		return true, ""
 	}
 	if l, err := c.WaitLeader(0); err == nil {
-		if r, ok := ringView(l.View(), c.opts.Ring); ok && r.Movement.Mode == fsm.ModeMinimal {
+		if r, ok := l.View().Ring(c.opts.Ring); ok && r.Movement.Mode == fsm.ModeMinimal {
 			return c.settledMinimal(active, holding)
 		}
 	}
@@ -453,21 +452,22 @@ func (c *Cluster) committedSettled(active []*Worker, holding map[string]Interval
 			return false, fmt.Sprintf("%s has had nothing from leader %s yet", w.Holder(), l.ID)
 		}
 	}
-	r, ok := ringView(l.View(), c.opts.Ring)
+	r, ok := l.View().Ring(c.opts.Ring)
 	if !ok {
 		return false, "the leader has no such ring"
 	}
 	if g := c.noted.Load(); g != r.Generation {
 		return false, fmt.Sprintf("generation %d not noted yet (last noted %d)", r.Generation, g)
 	}
-	if len(r.Members) != len(active) {
-		return false, fmt.Sprintf("the leader counts %d members, %d workers are active", len(r.Members), len(active))
+	running := make(map[string]string, len(active))
+	for _, w := range active {
+		running[w.ID] = w.Incarnation
+	}
+	if err := r.AtRest(running); err != nil {
+		return false, "in the leader's state, " + err.Error()
 	}
 	for _, m := range r.Members {
-		iv, ok := holding[holderName(m.WorkerID, m.Incarnation)]
-		if !ok || m.State != admin.MemberActive {
-			return false, fmt.Sprintf("member %s is %s in the leader's state", holderName(m.WorkerID, m.Incarnation), m.State)
-		}
+		iv := holding[holderName(m.WorkerID, m.Incarnation)]
 		ranges, err := lease.DecodeRanges(m.Ranges)
 		if err != nil || !ranges.Equal(iv.Ranges) || m.NodeIndex != iv.NodeIndex {
 			return false, fmt.Sprintf("member %s is node %d %v in the leader's state, its lease says node %d %v",
@@ -475,16 +475,6 @@ func (c *Cluster) committedSettled(active []*Worker, holding map[string]Interval
 		}
 	}
 	return true, ""
-}
-
-// ringView finds ring in a coordinator's view.
-func ringView(v admin.RingView, ring lease.RingKey) (admin.RingStateView, bool) {
-	for _, r := range v.Rings {
-		if r.Region == ring.Region && r.Cluster == ring.Cluster && r.Service == ring.Service {
-			return r, true
-		}
-	}
-	return admin.RingStateView{}, false
 }
 
 // WaitRenewals waits (bounded by timeout) until every active worker has installed n more lease

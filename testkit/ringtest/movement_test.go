@@ -84,7 +84,7 @@ func TestMinimalMovementJoinsLeavesAndRestarts(t *testing.T) {
 	if l, ok := b2.Lease(); !ok || !l.Ranges.Equal(old.Ranges) || l.NodeIndex != old.NodeIndex {
 		t.Fatalf("b's new incarnation holds node %d %v, b held node %d %v", l.NodeIndex, l.Ranges, old.NodeIndex, old.Ranges)
 	}
-	if r, ok := ringView(c.Leader().View(), c.Options().Ring); !ok || len(r.Movement.Reserved) != 0 || r.Movement.Mode != fsm.ModeMinimal {
+	if r, ok := c.Leader().View().Ring(c.Options().Ring); !ok || len(r.Movement.Reserved) != 0 || r.Movement.Mode != fsm.ModeMinimal {
 		t.Fatalf("the leader's ring after the restart: %+v", r.Movement)
 	}
 	c.CheckHistory()

@@ -109,7 +109,7 @@ func (c *Cluster) WaitMemberDown(w *Worker, timeout time.Duration) (time.Duratio
 }
 
 func memberActive(v admin.RingView, ring lease.RingKey, w *Worker) bool {
-	r, ok := ringView(v, ring)
+	r, ok := v.Ring(ring)
 	if !ok {
 		return false
 	}

@@ -9,9 +9,9 @@ import (
 )
 
 // Settled reports whether every ring of the swarm is at rest in the leader's view v at now: its
-// members are exactly the swarm's clients of that ring (in their running incarnations), all
-// active, their ranges covering the whole ring with no overlap, and each client's guard holds that
-// very assignment (same epoch, same ranges), still valid at now. The reason names the first ring
+// members are exactly the swarm's clients of that ring (in their running incarnations), at rest
+// (admin.RingStateView.AtRest), and each client's guard holds that very assignment (same epoch,
+// same ranges), still valid at now. The reason names the first ring
 // that is not, and why.
 func (s *Swarm) Settled(v admin.RingView, now time.Time) (bool, string) {
 	byRing := map[lease.RingKey][]*Member{}
@@ -46,33 +46,19 @@ func settledRing(v admin.RingView, ring lease.RingKey, members []*Member, now ti
 	if !ok {
 		return false, "not in the view"
 	}
-	if len(r.Members) != len(members) {
-		return false, fmt.Sprintf("%d members, want %d", len(r.Members), len(members))
+	running := make(map[string]string, len(members))
+	for _, m := range members {
+		running[m.ID] = m.client.Incarnation()
 	}
-	byID := map[string]admin.MemberView{}
-	var covered lease.Ranges
+	if err := r.AtRest(running); err != nil {
+		return false, err.Error()
+	}
+	byID := make(map[string]admin.MemberView, len(r.Members))
 	for _, mv := range r.Members {
-		if mv.State != admin.MemberActive {
-			return false, fmt.Sprintf("member %s is %s", mv.WorkerID, mv.State)
-		}
-		rs, err := lease.DecodeRanges(mv.Ranges)
-		if err != nil {
-			return false, fmt.Sprintf("member %s: %v", mv.WorkerID, err)
-		}
-		if covered.Overlaps(rs) {
-			return false, fmt.Sprintf("member %s overlaps another", mv.WorkerID)
-		}
-		covered = covered.Union(rs)
 		byID[mv.WorkerID] = mv
 	}
-	if !covered.Equal(lease.Ranges{lease.FullRing}) {
-		return false, "members do not cover the ring: " + covered.String()
-	}
 	for _, m := range members {
-		mv, ok := byID[m.ID]
-		if !ok || mv.Incarnation != m.client.Incarnation() {
-			return false, fmt.Sprintf("%s is not a member in its incarnation", m.ID)
-		}
+		mv := byID[m.ID]
 		l, ok := m.client.Current()
 		if !ok {
 			return false, fmt.Sprintf("%s holds no lease", m.ID)

@@ -3,13 +3,13 @@ package leaseclient
 import (
 	"context"
 	"crypto/tls"
-	"io"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/rsocket/rsocket-go/core"
 
+	"github.com/retryring/retryring/internal/rsframe"
 	"github.com/retryring/retryring/testkit/tlstest"
 )
 
@@ -27,12 +27,8 @@ func TestSlowDialSendsSetupFirst(t *testing.T) {
 		if c.Handshake() != nil {
 			return
 		}
-		var prefix [3]byte
-		if _, err := io.ReadFull(c, prefix[:]); err != nil {
-			return
-		}
-		frame := make([]byte, int(prefix[0])<<16|int(prefix[1])<<8|int(prefix[2]))
-		if _, err := io.ReadFull(c, frame); err != nil {
+		frame, err := rsframe.Read(c, rsframe.MaxLength)
+		if err != nil {
 			return
 		}
 		first <- frame
