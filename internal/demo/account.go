@@ -124,30 +124,60 @@ type txWindow struct {
 // account computes the ledger. It is pure: the same input gives the same ledger.
 func account(in ledgerInput) Ledger {
 	l := Ledger{ByStatus: map[int]int{}}
-	rows := map[window.Window]map[string]bool{}
-	add := func(w window.Window, id string) {
-		if rows[w] == nil {
-			rows[w] = map[string]bool{}
-		}
-		rows[w][id] = true
+	rows, own := knownRows(in)
+	ex := l.tallyExecutions(in, rows)
+	for w, ids := range rows {
+		l.Windows = append(l.Windows, windowRow(w, ids, in, ex))
 	}
+	sort.Slice(l.Windows, func(i, j int) bool { return l.Windows[i].Window.Compare(l.Windows[j].Window) < 0 })
+	for id := range own {
+		l.tallyOwn(id, in.Dead, ex.doneCount[id] > 0)
+	}
+	return l
+}
+
+// windowRows are the transactions known in each window: recorded there by this run, seen in the
+// tables, or executed from there.
+type windowRows map[window.Window]map[string]bool
+
+func (rows windowRows) add(w window.Window, id string) {
+	if rows[w] == nil {
+		rows[w] = map[string]bool{}
+	}
+	rows[w][id] = true
+}
+
+// knownRows gathers the rows this run recorded (own, also returned as a set) and those seen in
+// the tables.
+func knownRows(in ledgerInput) (windowRows, map[string]bool) {
+	rows := windowRows{}
 	own := map[string]bool{}
 	for w, ids := range in.Own {
 		for _, id := range ids {
-			add(w, id)
+			rows.add(w, id)
 			own[id] = true
 		}
 	}
 	for w, ids := range in.Seen {
 		for id := range ids {
-			add(w, id)
+			rows.add(w, id)
 		}
 	}
+	return rows, own
+}
 
-	// The last outcome of each transaction in each window, in arrival order; and every
-	// transaction answered done anywhere.
-	last := map[txWindow]outcome{}
-	doneCount := map[string]int{}
+// executions is what the stub's log says of each transaction.
+type executions struct {
+	// last is the last outcome of each transaction in each window, in arrival order.
+	last map[txWindow]outcome
+	// doneCount counts the answers done of each transaction, in any window.
+	doneCount map[string]int
+}
+
+// tallyExecutions counts the executions into l (by status, transient answers, executed twice,
+// interleavings), adds the window of each to rows, and returns the outcomes per transaction.
+func (l *Ledger) tallyExecutions(in ledgerInput, rows windowRows) executions {
+	ex := executions{last: map[txWindow]outcome{}, doneCount: map[string]int{}}
 	transient := map[string]bool{}
 	for _, e := range in.Execs {
 		l.Executions++
@@ -160,89 +190,91 @@ func account(in ledgerInput) Ledger {
 		if err != nil {
 			continue
 		}
-		add(w, e.TransactionID)
+		rows.add(w, e.TransactionID)
 		o := classify(e)
 		if o != outNone {
-			last[txWindow{e.TransactionID, w}] = o
+			ex.last[txWindow{e.TransactionID, w}] = o
 		}
 		if o == outTransient {
 			l.TransientAnswers++
 			transient[e.TransactionID] = true
 		}
 		if e.Done() {
-			doneCount[e.TransactionID]++
+			ex.doneCount[e.TransactionID]++
 		}
 	}
-	for _, n := range doneCount {
+	for _, n := range ex.doneCount {
 		if n > 1 {
 			l.ExecutedTwice++
 		}
 	}
 	l.FailedTransiently = len(transient)
 	l.Interleavings = len(downstream.Interleavings(in.Execs))
+	return ex
+}
 
-	for w, ids := range rows {
-		r := WindowRow{Window: w, Recorded: len(ids), Opens: w.Start().Add(in.Offset)}
-		for id := range ids {
-			if d, ok := in.Dead[id]; ok && d.Window == w {
-				r.DeadLettered++
-				continue
-			}
-			switch last[txWindow{id, w}] {
-			case outDone:
+// windowRow is the row of window w, whose transactions are ids: each counted by the fate of its
+// copy in that window.
+func windowRow(w window.Window, ids map[string]bool, in ledgerInput, ex executions) WindowRow {
+	r := WindowRow{Window: w, Recorded: len(ids), Opens: w.Start().Add(in.Offset)}
+	for id := range ids {
+		if d, ok := in.Dead[id]; ok && d.Window == w {
+			r.DeadLettered++
+			continue
+		}
+		_, dead := in.Dead[id]
+		switch ex.last[txWindow{id, w}] {
+		case outDone:
+			r.Done++
+		case outTransient:
+			r.Retried++
+		case outNone:
+			switch {
+			case ex.doneCount[id] > 0:
+				// Committed from another window (or earlier): the worker skips this copy.
 				r.Done++
-			case outTransient:
-				r.Retried++
-			case outNone:
-				_, dead := in.Dead[id]
-				switch {
-				case doneCount[id] > 0:
-					// Committed from another window (or earlier): the worker skips this copy.
-					r.Done++
-				case dead:
-					// Given up on from another window: this copy is refused again when its
-					// window opens (a dead letter writes no marker), so its fate is known.
-					r.DeadLettered++
-				default:
-					r.Pending++
-				}
+			case dead:
+				// Given up on from another window: this copy is refused again when its
+				// window opens (a dead letter writes no marker), so its fate is known.
+				r.DeadLettered++
 			default:
-				// A permanent answer. Its dead letter may name another window: the table keeps
-				// one row per transaction and day, and a copy refused again later overwrites it.
-				if _, dead := in.Dead[id]; dead {
-					r.DeadLettered++
-				} else {
-					r.Pending++ // the dead letter is not written yet
-				}
+				r.Pending++
+			}
+		default:
+			// A permanent answer. Its dead letter may name another window: the table keeps
+			// one row per transaction and day, and a copy refused again later overwrites it.
+			if dead {
+				r.DeadLettered++
+			} else {
+				r.Pending++ // the dead letter is not written yet
 			}
 		}
-		l.Windows = append(l.Windows, r)
 	}
-	sort.Slice(l.Windows, func(i, j int) bool { return l.Windows[i].Window.Compare(l.Windows[j].Window) < 0 })
+	return r
+}
 
-	for id := range own {
-		l.Recorded++
-		d, dead := in.Dead[id]
-		done := doneCount[id] > 0
-		if dead && d.Replayed {
-			l.Replayed++
-		}
-		switch {
-		case done && dead && d.Replayed:
-			l.ReplayedDone++
-			l.Done++
-		case done && dead:
-			l.DoneAndDead++
-			l.Done++
-		case done:
-			l.Done++
-		case dead:
-			l.DeadLettered++
-		default:
-			l.Lost++
-		}
+// tallyOwn counts one transaction this run recorded by its fate: done (after a replay, or while
+// also dead-lettered), dead-lettered, or lost.
+func (l *Ledger) tallyOwn(id string, deadLetters map[string]deadLetter, done bool) {
+	l.Recorded++
+	d, dead := deadLetters[id]
+	if dead && d.Replayed {
+		l.Replayed++
 	}
-	return l
+	switch {
+	case done && dead && d.Replayed:
+		l.ReplayedDone++
+		l.Done++
+	case done && dead:
+		l.DoneAndDead++
+		l.Done++
+	case done:
+		l.Done++
+	case dead:
+		l.DeadLettered++
+	default:
+		l.Lost++
+	}
 }
 
 // execWindow is the window an execution's row was found in.
