@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
@@ -101,70 +102,24 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 		_ = parts.close()
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return fail(fmt.Errorf("coordinator: data dir: %w", err))
-	}
-	unlock, err := lockDataDir(cfg.DataDir)
+	stores, err := n.openRaftStores(parts)
 	if err != nil {
 		return fail(err)
 	}
-	parts.unlock = unlock
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.DataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
-		NoSync:      cfg.NoSync,
-	})
-	if err != nil {
-		return fail(fmt.Errorf("coordinator: open raft log: %w", err))
-	}
-	parts.store = store
-	logs, err := raft.NewLogCache(512, store)
-	if err != nil {
-		return fail(fmt.Errorf("coordinator: log cache: %w", err))
-	}
-	rlog := hclogFor(n.partLog("raft"), "raft")
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, rlog)
-	if err != nil {
-		return fail(fmt.Errorf("coordinator: snapshot store: %w", err))
-	}
-	hasState, err := raft.HasExistingState(logs, store, snaps)
-	if err != nil {
-		return fail(fmt.Errorf("coordinator: read raft state: %w", err))
-	}
+	hasState := stores.hasState
 	n.emptyLog = !hasState
 	var gate <-chan struct{}
 	if !hasState && len(cfg.Join) > 0 {
 		gate = n.raftGate
 	}
-
-	dial := cfg.RaftDial
-	if dial == nil {
-		var d net.Dialer
-		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
-	}
-	ln, dial = n.raftTLS(ln, dial)
-	parts.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: &streamLayer{Listener: ln, advertise: advertiseAddr(n.raftAddr), dial: dial,
-			gate: gate, closed: make(chan struct{})},
-		MaxPool: 3,
-		// One AppendEntries in flight per follower: raft's own switch for synchronous
-		// replication. With the default (2) the pipeline's channels are unbuffered, and a
-		// follower answering Success=false (as one that restarted behind the leader's log does)
-		// can park the pipeline's sender and decoder on each other for good: that follower then
-		// gets heartbeats but no entries, and Shutdown waits on the stuck replication (the
-		// mechanism grafana/pyroscope#5518 traced; a Shutdown hung here once after a restart).
-		// The coordinator's log is a few small commands per second.
-		MaxRPCsInFlight: 1,
-		Timeout:         raftTransportTimeout,
-		Logger:          rlog,
-	})
+	parts.transport = n.newRaftTransport(ln, gate, stores.log)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.Logger = rlog
+	rc.Logger = stores.log
 	if err := raft.ValidateConfig(rc); err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrBadConfig, err))
 	}
@@ -173,7 +128,7 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 		if !hasState {
 			return fail(fmt.Errorf("%w %s", ErrNothingToRecover, cfg.DataDir))
 		}
-		if err := n.recoverCluster(rc, logs, store, snaps, parts.transport); err != nil {
+		if err := n.recoverCluster(rc, stores.logs, parts.store, stores.snaps, parts.transport); err != nil {
 			return fail(err)
 		}
 	}
@@ -181,7 +136,7 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 	if cfg.raftTransport != nil {
 		trans = cfg.raftTransport(parts.transport)
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, n.fsm, stores.logs, parts.store, stores.snaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("coordinator: start raft: %w", err))
 	}
@@ -200,6 +155,78 @@ func (n *Node) startRaft(ln net.Listener) (*raftParts, error) {
 		}
 	}
 	return parts, nil
+}
+
+// raftStores are what Raft keeps on disk, opened: the log (behind a cache) and the snapshots;
+// the bolt store itself is in raftParts, which closes it.
+type raftStores struct {
+	logs     raft.LogStore
+	snaps    raft.SnapshotStore
+	hasState bool // the data directory holds a log or a snapshot already
+	log      hclog.Logger
+}
+
+// openRaftStores locks the data directory and opens Raft's log and snapshots in it, noting in
+// parts what must be closed.
+func (n *Node) openRaftStores(parts *raftParts) (raftStores, error) {
+	cfg := n.cfg
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return raftStores{}, fmt.Errorf("coordinator: data dir: %w", err)
+	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return raftStores{}, err
+	}
+	parts.unlock = unlock
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+		NoSync:      cfg.NoSync,
+	})
+	if err != nil {
+		return raftStores{}, fmt.Errorf("coordinator: open raft log: %w", err)
+	}
+	parts.store = store
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return raftStores{}, fmt.Errorf("coordinator: log cache: %w", err)
+	}
+	rlog := hclogFor(n.partLog("raft"), "raft")
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, rlog)
+	if err != nil {
+		return raftStores{}, fmt.Errorf("coordinator: snapshot store: %w", err)
+	}
+	hasState, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return raftStores{}, fmt.Errorf("coordinator: read raft state: %w", err)
+	}
+	return raftStores{logs: logs, snaps: snaps, hasState: hasState, log: rlog}, nil
+}
+
+// newRaftTransport is Raft's network transport on ln (with TLS when configured), dialling peers
+// with the configured dialer; a joining node's stream waits on gate before it serves anything.
+func (n *Node) newRaftTransport(ln net.Listener, gate <-chan struct{}, rlog hclog.Logger) *raft.NetworkTransport {
+	dial := n.cfg.RaftDial
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	ln, dial = n.raftTLS(ln, dial)
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: &streamLayer{Listener: ln, advertise: advertiseAddr(n.raftAddr), dial: dial,
+			gate: gate, closed: make(chan struct{})},
+		MaxPool: 3,
+		// One AppendEntries in flight per follower: raft's own switch for synchronous
+		// replication. With the default (2) the pipeline's channels are unbuffered, and a
+		// follower answering Success=false (as one that restarted behind the leader's log does)
+		// can park the pipeline's sender and decoder on each other for good: that follower then
+		// gets heartbeats but no entries, and Shutdown waits on the stuck replication (the
+		// mechanism grafana/pyroscope#5518 traced; a Shutdown hung here once after a restart).
+		// The coordinator's log is a few small commands per second.
+		MaxRPCsInFlight: 1,
+		Timeout:         raftTransportTimeout,
+		Logger:          rlog,
+	})
 }
 
 func (n *Node) bootstrapConfiguration() raft.Configuration {
