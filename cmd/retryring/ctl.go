@@ -123,6 +123,14 @@ func printRing(w io.Writer, v ringViewJSON, now time.Time) error {
 		fmt.Fprintf(tw, "\nring %s/%s/%s (generation %d)\n", r.Region, r.Cluster, r.Service, r.Generation)
 		fmt.Fprintln(tw, controlsLine(r.Controls))
 		fmt.Fprintln(tw, movementLine(r.Movement))
+		members := make([]admin.MemberView, len(r.Members))
+		for i, m := range r.Members {
+			members[i] = admin.MemberView{WorkerID: m.WorkerID, NodeIndex: m.NodeIndex, State: m.State}
+			for _, rg := range m.Ranges {
+				members[i].Ranges = append(members[i].Ranges, lease.WireRange{Start: rg.Start, End: rg.End})
+			}
+		}
+		fmt.Fprintln(tw, restLine(members))
 		printBacklog(tw, r.Backlog)
 		fmt.Fprintln(tw, "NODE\tWORKER\tSTATE\tEPOCH\tLEASE LEFT\tREPORT\tPENDING\tEXEC/S\tBREAKERS\tCLOCK\tSHARE\tRANGES")
 		var untrusted []string
@@ -235,4 +243,25 @@ func printBacklog(w io.Writer, b *backlogJSON) {
 	if len(b.LeaseUnfit) > 0 {
 		fmt.Fprintf(w, "lease does not fit: %s\n", strings.Join(b.LeaseUnfit, ", "))
 	}
+}
+
+// restLine says whether a ring is at rest as this view has it: every member listed is active, their
+// ranges cover the ring with no gap and no overlap, and their node indexes are 0..N-1
+// (admin.RingStateView.AtRest, with the listed members as the workers), or the first thing that
+// is still on its way. A leader's view is the committed state; a follower's may lag it.
+func restLine(members []admin.MemberView) string {
+	if len(members) == 0 {
+		return "at rest: no members"
+	}
+	workers := make(map[string]string, len(members))
+	for _, m := range members {
+		workers[m.WorkerID] = "" // the table's view carries no incarnations: any one
+	}
+	if err := (admin.RingStateView{Members: members}).AtRest(workers); err != nil {
+		return "at rest: no, " + err.Error()
+	}
+	if len(members) == 1 {
+		return "at rest: yes, 1 member holds the whole ring as Node-0"
+	}
+	return fmt.Sprintf("at rest: yes, %d members tile the ring with node indexes 0..%d", len(members), len(members)-1)
 }

@@ -106,3 +106,40 @@ func TestCtlRingJSONPassesTheViewThrough(t *testing.T) {
 		t.Errorf("-o yaml: %v; want a refusal", err)
 	}
 }
+
+// TestCtlRingSaysWhetherTheRingIsAtRest: a ring whose active members tile it with node indexes
+// 0..N-1 is at rest; one with a member still joining, a gap, or an old incarnation still listed
+// says which.
+func TestCtlRingSaysWhetherTheRingIsAtRest(t *testing.T) {
+	out, err := runCtlRing(t, leaderView)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "at rest: yes, 2 members tile the ring with node indexes 0..1") {
+		t.Errorf("a settled ring:\n%s", out)
+	}
+	ring := func(members string) string {
+		return `{"coordinator_id":"c1","leader_id":"c1","raft_term":4,"coordinators":[],
+		 "rings":[{"region":"eu","cluster":"c1","service":"orders","generation":6,"members":[` + members + `]}]}`
+	}
+	const (
+		low  = `{"worker_id":"w1","node_index":0,"epoch":12,"ranges":[{"start":"-9223372036854775808","end":"-1"}],"state":"active"}`
+		high = `{"worker_id":"w2","node_index":1,"epoch":12,"ranges":[{"start":"0","end":"9223372036854775807"}],"state":"active"}`
+	)
+	for _, c := range []struct{ name, members, want string }{
+		{"a member joining", low + `,` + high + `,{"worker_id":"w3","node_index":-1,"epoch":0,"ranges":[],"state":"joining"}`, "at rest: no, w3 is joining"},
+		{"an old incarnation still listed", low + `,` + high + `,{"worker_id":"w2","node_index":-1,"epoch":9,"ranges":[],"state":"departed"}`, "at rest: no, w2 is departed"},
+		{"a gap", low, "at rest: no, the members hold"},
+		{"no member", ``, "at rest: no members"},
+		{"one member", `{"worker_id":"w1","node_index":0,"epoch":12,"ranges":[{"start":"-9223372036854775808","end":"9223372036854775807"}],"state":"active"}`,
+			"at rest: yes, 1 member holds the whole ring as Node-0"},
+	} {
+		out, err := runCtlRing(t, ring(c.members))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !strings.Contains(out, c.want) {
+			t.Errorf("%s: want %q in:\n%s", c.name, c.want, out)
+		}
+	}
+}

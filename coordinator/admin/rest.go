@@ -25,9 +25,9 @@ func (r RingStateView) AtRest(workers map[string]string) error {
 		inc, want := workers[m.WorkerID]
 		switch {
 		case !want:
-			return fmt.Errorf("%s (incarnation %.8s) is %s, and not one of the %d workers", m.WorkerID, m.Incarnation, m.State, len(workers))
+			return fmt.Errorf("%s is %s, and not one of the %d workers", m.named(), m.State, len(workers))
 		case m.State != MemberActive:
-			return fmt.Errorf("%s (incarnation %.8s) is %s", m.WorkerID, m.Incarnation, m.State)
+			return fmt.Errorf("%s is %s", m.named(), m.State)
 		case seen[m.WorkerID]:
 			return fmt.Errorf("%s is a member twice", m.WorkerID)
 		case inc != "" && inc != m.Incarnation:
@@ -60,4 +60,12 @@ func (r RingStateView) AtRest(workers map[string]string) error {
 		return fmt.Errorf("the members hold %v, not the whole ring", covered)
 	}
 	return nil
+}
+
+// named is the member's worker id, with the start of its incarnation when the view has one.
+func (m MemberView) named() string {
+	if m.Incarnation == "" {
+		return m.WorkerID
+	}
+	return fmt.Sprintf("%s (incarnation %.8s)", m.WorkerID, m.Incarnation)
 }
