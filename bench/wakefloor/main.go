@@ -192,21 +192,13 @@ func run(conns int, period time.Duration, answerEvery int, raw bool, warmup, win
 	}
 	time.Sleep(warmup)
 	pid := cmd.Process.Pid
-	cpu0, err := procstat.CPUTicks(pid)
-	if err != nil {
-		return err
-	}
-	sys0, err := procstat.ReadSyscalls(pid)
+	before, err := sample(pid)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	time.Sleep(window)
-	cpu1, err := procstat.CPUTicks(pid)
-	if err != nil {
-		return err
-	}
-	sys1, err := procstat.ReadSyscalls(pid)
+	after, err := sample(pid)
 	if err != nil {
 		return err
 	}
@@ -220,11 +212,27 @@ func run(conns int, period time.Duration, answerEvery int, raw bool, warmup, win
 		}
 	}
 	frames := float64(conns) * wall / period.Seconds()
-	cpu := float64(cpu1-cpu0) / 100 / wall
+	cpu := float64(after.cpuTicks-before.cpuTicks) / 100 / wall
 	fmt.Printf("connections %d, one frame each every %v, server answers every %d (0: never), raw %v\n", conns, period, answerEvery, raw)
 	fmt.Printf("server CPU %.1f %% of a core over %.1f s; read(2) %.0f/s, write(2) %.0f/s; frames sent %.0f/s; %.1f µs of CPU per frame\n",
-		cpu*100, wall, float64(sys1.Reads-sys0.Reads)/wall, float64(sys1.Writes-sys0.Writes)/wall, frames/wall, cpu/(frames/wall)*1e6)
+		cpu*100, wall, float64(after.calls.Reads-before.calls.Reads)/wall, float64(after.calls.Writes-before.calls.Writes)/wall, frames/wall, cpu/(frames/wall)*1e6)
 	return nil
+}
+
+// usage is what /proc says of a process at one moment: its CPU ticks and its read(2) and write(2)
+// calls so far.
+type usage struct {
+	cpuTicks int64
+	calls    procstat.Syscalls
+}
+
+func sample(pid int) (usage, error) {
+	ticks, err := procstat.CPUTicks(pid)
+	if err != nil {
+		return usage{}, err
+	}
+	calls, err := procstat.ReadSyscalls(pid)
+	return usage{cpuTicks: ticks, calls: calls}, err
 }
 
 // client writes a frame on c every period, starting after offset, and drains the answers, until

@@ -11,8 +11,7 @@ import (
 // Settled reports whether every ring of the swarm is at rest in the leader's view v at now: its
 // members are exactly the swarm's clients of that ring (in their running incarnations), at rest
 // (admin.RingStateView.AtRest), and each client's guard holds that very assignment (same epoch,
-// same ranges), still valid at now. The reason names the first ring
-// that is not, and why.
+// same ranges), still valid at now. The reason names the first ring that is not, and why.
 func (s *Swarm) Settled(v admin.RingView, now time.Time) (bool, string) {
 	byRing := map[lease.RingKey][]*Member{}
 	for _, m := range s.members {
